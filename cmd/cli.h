@@ -1,0 +1,46 @@
+/* Shared by the subcommands: messages in the one format and exit codes. */
+#ifndef MPRESS_CLI_H
+#define MPRESS_CLI_H
+
+#include "mpress/mpress.h"
+
+/* Subcommands: int cmd_<name>(int argc, char **argv); argv[0] is the subcommand name. */
+int cmd_help(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_explain(int argc, char **argv);
+int cmd_topo(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+
+/* `mpress profile -- COMMAND` and `--probe-bandwidth`: the CUPTI side of `profile`. */
+int cmd_profile_cupti(int argc, char **argv);
+
+/* Prints "mpress: <cmd>: <fmt...>" to stderr. */
+void cli_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Prints "mpress: <cmd>: <what>: <formatted err>" and returns err->code (4 if unset). */
+int cli_fail(const char *cmd, const char *what, const struct mpress_error *err);
+
+/* Usage error: prints the message and "try 'mpress <cmd> --help'", returns MPRESS_EUSAGE. */
+int cli_usage(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Parses a whole decimal integer in [min, max]; 0 ok, -1 not. */
+int cli_parse_int(const char *s, long min, long max, long *out);
+/* Parses a finite non-negative real; 0 ok, -1 not. */
+int cli_parse_real(const char *s, double *out);
+
+/* Exit codes as documented in --help. */
+#define CLI_EXIT_CODES                                                                           \
+    "Exit codes: 0 ok, 1 infeasible (no plan fits / out of memory), 2 usage,\n"                 \
+    "            3 bad input file, 4 solver or system failure.\n"
+
+#endif

@@ -1,0 +1,72 @@
+/* mpress: profile -> plan -> run. One table of subcommands; each lives in cmd_<name>.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"profile", cmd_profile, "make a profile: analytic model, PipeDream import, or CUPTI"},
+    {"plan", cmd_plan, "choose stages, GPU mapping and per-tensor actions (GLPK ILP)"},
+    {"run", cmd_run, "execute a plan (simulator) and report time and memory"},
+    {"explain", cmd_explain, "describe a plan in words and tables"},
+    {"topo", cmd_topo, "list, show and import server topologies"},
+    {"validate", cmd_validate, "check a topology, profile or plan file"},
+    {"help", cmd_help, "show help for mpress or a command"},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: mpress <command> [options]\n\n"
+                 "Plans pipeline-parallel training of models that do not fit in GPU memory:\n"
+                 "keep, recompute, host swap or D2D swap over NVLink, per saved tensor.\n\n"
+                 "Commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun 'mpress <command> --help' for a command's options.\n\n" CLI_EXIT_CODES);
+}
+
+int cmd_help(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0 && commands[i].fn != cmd_help) {
+            char help[] = "--help";
+            char *args[] = {argv[1], help, NULL};
+            return commands[i].fn(2, args);
+        }
+    }
+    fprintf(stderr, "mpress: help: unknown command '%s'\nTry 'mpress help'.\n", argv[1]);
+    return MPRESS_EUSAGE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return MPRESS_EUSAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("mpress %s%s\n", mpress_version(), mpress_has_cuda() ? " (cuda)" : "");
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "mpress: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return MPRESS_EUSAGE;
+}

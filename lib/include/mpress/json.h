@@ -1,0 +1,96 @@
+/* JSON input and output shared by every format: deterministic, atomic writes and strict,
+ * position-aware reads on top of jansson. */
+#ifndef MPRESS_JSON_H
+#define MPRESS_JSON_H
+
+#include <stdint.h>
+#include <jansson.h>
+#include "mpress/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The one dump flag set used for every file mpress writes. 10 significant digits is enough for
+ * seconds and bytes/s and stable across libc versions for the values mpress writes. */
+#define MPRESS_JSON_FLAGS (JSON_SORT_KEYS | JSON_INDENT(2) | JSON_REAL_PRECISION(10))
+
+/* Serializes root with MPRESS_JSON_FLAGS plus a trailing newline into a malloc'd string. */
+char *mpress_json_dumps(const json_t *root);
+
+/* Writes root to path atomically (temp file in the same folder + rename); "-" writes stdout.
+ * On failure nothing is left at path (an existing file there is untouched). */
+int mpress_json_write_file(const char *path, const json_t *root, struct mpress_error *err);
+
+/* Writes a whole text buffer atomically, same rules. */
+int mpress_write_file_atomic(const char *path, const char *data, size_t size,
+                             struct mpress_error *err);
+
+/* A parsed document with its source text kept so that JSON paths can be mapped back to
+ * line:column for error messages. */
+struct mpress_json_doc {
+    json_t *root;
+    char *text;        /* NUL-terminated source text */
+    size_t size;
+    char file[512];    /* name used in messages */
+};
+
+/* Reads and parses file (rejecting duplicate keys). Parse errors carry line:column. */
+int mpress_json_doc_load(struct mpress_json_doc *doc, const char *file, struct mpress_error *err);
+/* Parses a text buffer; name is used in messages. */
+int mpress_json_doc_parse(struct mpress_json_doc *doc, const char *text, size_t size,
+                          const char *name, struct mpress_error *err);
+void mpress_json_doc_finish(struct mpress_json_doc *doc);
+
+/* Finds the line and column of the value at a JSON path ("a.b[3].c") in doc->text.
+ * Returns 0 and fills line/column, or -1 when the path does not occur. */
+int mpress_json_doc_locate(const struct mpress_json_doc *doc, const char *path, int *line,
+                           int *column);
+
+/* Fills err with code MPRESS_EINPUT for a value at path inside doc: file, position (when the
+ * path can be located, else the nearest enclosing one), path and text. Returns MPRESS_EINPUT. */
+int mpress_json_doc_error(const struct mpress_json_doc *doc, struct mpress_error *err,
+                          const char *path, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Strict field readers. Each reads member key of object obj whose own path is obj_path, and on
+ * failure fills err via mpress_json_doc_error with path "obj_path.key" and returns
+ * MPRESS_EINPUT. A missing key is an error unless the _opt variant is used (which leaves *out
+ * unchanged and returns 0). Integers must be JSON integers; u64 rejects negatives; reals accept
+ * integers and reals, must be finite and, for _nonneg, >= 0. */
+int mpress_jread_u64(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                     const char *key, uint64_t *out, struct mpress_error *err);
+int mpress_jread_int(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                     const char *key, int min, int max, int *out, struct mpress_error *err);
+int mpress_jread_real(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                      const char *key, double *out, struct mpress_error *err);
+int mpress_jread_nonneg(const struct mpress_json_doc *doc, const json_t *obj,
+                        const char *obj_path, const char *key, double *out,
+                        struct mpress_error *err);
+int mpress_jread_bool(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                      const char *key, int *out, struct mpress_error *err);
+/* Copies a string into out[size]; too long is an error. */
+int mpress_jread_str(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                     const char *key, char *out, size_t size, struct mpress_error *err);
+/* Returns the member as array/object (borrowed) or fills err. */
+int mpress_jread_array(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                       const char *key, json_t **out, struct mpress_error *err);
+int mpress_jread_object(const struct mpress_json_doc *doc, const json_t *obj,
+                        const char *obj_path, const char *key, json_t **out,
+                        struct mpress_error *err);
+
+/* Checks "format" equals want and "version" is an integer in [1, max_version]. */
+int mpress_jread_header(const struct mpress_json_doc *doc, const char *want, int max_version,
+                        int *version, struct mpress_error *err);
+
+/* 64-bit FNV-1a of a buffer, as 16 lower-case hex digits in out[17]. Used for the hashes of
+ * the profile and topology a plan was made from (of their canonical serialization). */
+void mpress_hash_hex(const void *data, size_t size, char out[17]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,22 @@
+/* libmpress: everything. */
+#ifndef MPRESS_MPRESS_H
+#define MPRESS_MPRESS_H
+
+#include "mpress/error.h"
+#include "mpress/json.h"
+#include "mpress/topology.h"
+#include "mpress/profile.h"
+#include "mpress/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+const char *mpress_version(void);
+/* 1 when built with CUDA support (it says nothing about whether a GPU is present). */
+int mpress_has_cuda(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+/* The caller-owned error struct every library call fills. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mpress/error.h"
+
+void mpress_error_clear(struct mpress_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+}
+
+static void set_text(struct mpress_error *err, const char *fmt, va_list ap)
+{
+    vsnprintf(err->text, sizeof(err->text), fmt, ap);
+}
+
+int mpress_error_set(struct mpress_error *err, int code, const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    set_text(err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int mpress_error_at(struct mpress_error *err, int code, const char *file, int line, int column,
+                    const char *path, const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    err->code = code;
+    snprintf(err->file, sizeof(err->file), "%s", file ? file : "");
+    err->line = line;
+    err->column = column;
+    snprintf(err->path, sizeof(err->path), "%s", path ? path : "");
+    va_list ap;
+    va_start(ap, fmt);
+    set_text(err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void mpress_error_format(const struct mpress_error *err, char *buf, size_t size)
+{
+    if (!size)
+        return;
+    buf[0] = '\0';
+    if (!err)
+        return;
+    size_t n = 0;
+#define APPEND(...)                                                                              \
+    do {                                                                                         \
+        int k_ = snprintf(buf + n, size - n, __VA_ARGS__);                                       \
+        if (k_ > 0)                                                                              \
+            n = (size_t)k_ >= size - n ? size - 1 : n + (size_t)k_;                              \
+    } while (0)
+    if (err->file[0]) {
+        APPEND("%s", err->file);
+        if (err->line > 0) {
+            APPEND(":%d", err->line);
+            if (err->column > 0)
+                APPEND(":%d", err->column);
+        }
+        APPEND(": ");
+    }
+    if (err->path[0])
+        APPEND("%s: ", err->path);
+    APPEND("%s", err->text[0] ? err->text : "unknown error");
+#undef APPEND
+}

@@ -1,0 +1,543 @@
+/* Deterministic atomic JSON writing and strict, position-aware JSON reading. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mpress/json.h"
+
+char *mpress_json_dumps(const json_t *root)
+{
+    char *s = json_dumps(root, MPRESS_JSON_FLAGS);
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *out = realloc(s, n + 2);
+    if (!out) {
+        free(s);
+        return NULL;
+    }
+    out[n] = '\n';
+    out[n + 1] = '\0';
+    return out;
+}
+
+int mpress_write_file_atomic(const char *path, const char *data, size_t size,
+                             struct mpress_error *err)
+{
+    if (strcmp(path, "-") == 0) {
+        if (fwrite(data, 1, size, stdout) != size || fflush(stdout) != 0)
+            return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write standard output: %s",
+                                    strerror(errno));
+        return 0;
+    }
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot create '%s': %s", path,
+                                strerror(e));
+    }
+    /* mkstemp makes 0600; give the file the usual mode under the user's umask. */
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, 0666 & ~um);
+    size_t off = 0;
+    while (off < size) {
+        ssize_t w = write(fd, data + off, size - off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s': %s", path,
+                                    strerror(e));
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s': %s", path,
+                                strerror(e));
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s': %s", path,
+                                strerror(e));
+    }
+    free(tmp);
+    return 0;
+}
+
+int mpress_json_write_file(const char *path, const json_t *root, struct mpress_error *err)
+{
+    char *s = mpress_json_dumps(root);
+    if (!s)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot serialize JSON for '%s'", path);
+    int rc = mpress_write_file_atomic(path, s, strlen(s), err);
+    free(s);
+    return rc;
+}
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+int mpress_json_doc_parse(struct mpress_json_doc *doc, const char *text, size_t size,
+                          const char *name, struct mpress_error *err)
+{
+    memset(doc, 0, sizeof(*doc));
+    snprintf(doc->file, sizeof(doc->file), "%s", name ? name : "<input>");
+    doc->text = malloc(size + 1);
+    if (!doc->text)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    memcpy(doc->text, text, size);
+    doc->text[size] = '\0';
+    doc->size = size;
+    if (memchr(text, '\0', size))
+        return mpress_error_at(err, MPRESS_EINPUT, doc->file, 0, 0, "",
+                               "not a JSON text: contains a NUL byte");
+    json_error_t je;
+    doc->root = json_loadb(doc->text, size, JSON_REJECT_DUPLICATES, &je);
+    if (!doc->root)
+        return mpress_error_at(err, MPRESS_EINPUT, doc->file, je.line > 0 ? je.line : 0,
+                               je.column > 0 ? je.column : 0, "", "invalid JSON: %s", je.text);
+    if (!json_is_object(doc->root))
+        return mpress_error_at(err, MPRESS_EINPUT, doc->file, 1, 1, "",
+                               "expected a JSON object at the top level");
+    return 0;
+}
+
+int mpress_json_doc_load(struct mpress_json_doc *doc, const char *file, struct mpress_error *err)
+{
+    memset(doc, 0, sizeof(*doc));
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return mpress_error_at(err, errno == ENOENT || errno == EACCES || errno == EISDIR
+                                        ? MPRESS_EINPUT
+                                        : MPRESS_ESYSTEM,
+                               file, 0, 0, "", "cannot open: %s", strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    }
+    for (;;) {
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot read: %s",
+                               strerror(errno));
+    }
+    int rc = mpress_json_doc_parse(doc, buf, n, file, err);
+    free(buf);
+    return rc;
+}
+
+void mpress_json_doc_finish(struct mpress_json_doc *doc)
+{
+    if (!doc)
+        return;
+    json_decref(doc->root);
+    free(doc->text);
+    memset(doc, 0, sizeof(*doc));
+}
+
+/* A small scanner over already-validated JSON text that tracks the path of every value. */
+struct scan {
+    const char *s;
+    size_t i, n;
+    int line, col;
+    const char *target;
+    int found_line, found_col;
+    size_t best_len;            /* longest matched prefix of target, for the nearest fallback */
+    int best_line, best_col;
+};
+
+static void adv(struct scan *sc)
+{
+    if (sc->i >= sc->n)
+        return;
+    if (sc->s[sc->i] == '\n') {
+        sc->line++;
+        sc->col = 1;
+    } else if (((unsigned char)sc->s[sc->i] & 0xC0) != 0x80) {
+        sc->col++;
+    } else {
+        /* UTF-8 continuation byte: same column */
+    }
+    sc->i++;
+}
+
+static void skip_ws(struct scan *sc)
+{
+    while (sc->i < sc->n && strchr(" \t\r\n", sc->s[sc->i]))
+        adv(sc);
+}
+
+/* Reads a string token; copies its raw (escaped) contents into out when out != NULL. */
+static void scan_string(struct scan *sc, char *out, size_t size)
+{
+    size_t k = 0;
+    adv(sc); /* opening quote */
+    while (sc->i < sc->n && sc->s[sc->i] != '"') {
+        if (sc->s[sc->i] == '\\') {
+            if (out && k + 1 < size)
+                out[k++] = sc->s[sc->i];
+            adv(sc);
+        }
+        if (out && k + 1 < size && sc->i < sc->n)
+            out[k++] = sc->s[sc->i];
+        adv(sc);
+    }
+    adv(sc); /* closing quote */
+    if (out)
+        out[k] = '\0';
+}
+
+static int path_match(struct scan *sc, const char *path, int line, int col)
+{
+    if (strcmp(path, sc->target) == 0) {
+        sc->found_line = line;
+        sc->found_col = col;
+        return 1;
+    }
+    size_t len = strlen(path);
+    if (len > sc->best_len && strncmp(path, sc->target, len) == 0 &&
+        (sc->target[len] == '.' || sc->target[len] == '[')) {
+        sc->best_len = len;
+        sc->best_line = line;
+        sc->best_col = col;
+    }
+    return 0;
+}
+
+static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
+{
+    skip_ws(sc);
+    if (sc->i >= sc->n || depth > 256)
+        return 0;
+    if (path_match(sc, path, sc->line, sc->col))
+        return 1;
+    size_t plen = strlen(path);
+    char c = sc->s[sc->i];
+    if (c == '{') {
+        adv(sc);
+        skip_ws(sc);
+        while (sc->i < sc->n && sc->s[sc->i] != '}') {
+            char key[256];
+            scan_string(sc, key, sizeof(key));
+            skip_ws(sc);
+            adv(sc); /* colon */
+            snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
+            if (scan_value(sc, path, cap, depth + 1))
+                return 1;
+            path[plen] = '\0';
+            skip_ws(sc);
+            if (sc->i < sc->n && sc->s[sc->i] == ',') {
+                adv(sc);
+                skip_ws(sc);
+            }
+        }
+        adv(sc);
+    } else if (c == '[') {
+        adv(sc);
+        skip_ws(sc);
+        long idx = 0;
+        while (sc->i < sc->n && sc->s[sc->i] != ']') {
+            snprintf(path + plen, cap - plen, "[%ld]", idx++);
+            if (scan_value(sc, path, cap, depth + 1))
+                return 1;
+            path[plen] = '\0';
+            skip_ws(sc);
+            if (sc->i < sc->n && sc->s[sc->i] == ',') {
+                adv(sc);
+                skip_ws(sc);
+            }
+        }
+        adv(sc);
+    } else if (c == '"') {
+        scan_string(sc, NULL, 0);
+    } else {
+        while (sc->i < sc->n && !strchr(",]} \t\r\n", sc->s[sc->i]))
+            adv(sc);
+    }
+    return 0;
+}
+
+static int locate(const struct mpress_json_doc *doc, const char *path, int *line, int *column,
+                  int nearest)
+{
+    if (!doc || !doc->text)
+        return -1;
+    struct scan sc = {.s = doc->text, .n = doc->size, .line = 1, .col = 1, .target = path};
+    char buf[1024] = "";
+    if (scan_value(&sc, buf, sizeof(buf), 0)) {
+        *line = sc.found_line;
+        *column = sc.found_col;
+        return 0;
+    }
+    if (nearest && sc.best_line > 0) {
+        *line = sc.best_line;
+        *column = sc.best_col;
+        return 0;
+    }
+    return -1;
+}
+
+int mpress_json_doc_locate(const struct mpress_json_doc *doc, const char *path, int *line,
+                           int *column)
+{
+    return locate(doc, path, line, column, 0);
+}
+
+int mpress_json_doc_error(const struct mpress_json_doc *doc, struct mpress_error *err,
+                          const char *path, const char *fmt, ...)
+{
+    if (!err)
+        return MPRESS_EINPUT;
+    int line = 0, col = 0;
+    if (locate(doc, path, &line, &col, 1) != 0) {
+        line = 0;
+        col = 0;
+    }
+    mpress_error_at(err, MPRESS_EINPUT, doc ? doc->file : "", line, col, path, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->text, sizeof(err->text), fmt, ap);
+    va_end(ap);
+    return MPRESS_EINPUT;
+}
+
+static void member_path(char *out, size_t size, const char *obj_path, const char *key)
+{
+    snprintf(out, size, "%s%s%s", obj_path && obj_path[0] ? obj_path : "",
+             obj_path && obj_path[0] ? "." : "", key);
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static int get_member(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                      const char *key, json_t **out, char *path, size_t psize,
+                      struct mpress_error *err)
+{
+    member_path(path, psize, obj_path, key);
+    *out = json_object_get(obj, key);
+    if (!*out)
+        return mpress_json_doc_error(doc, err, path, "missing field");
+    return 0;
+}
+
+int mpress_jread_u64(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                     const char *key, uint64_t *out, struct mpress_error *err)
+{
+    char path[512];
+    json_t *v;
+    if (get_member(doc, obj, obj_path, key, &v, path, sizeof(path), err))
+        return MPRESS_EINPUT;
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        if (json_is_real(v) && json_real_value(v) >= 9.2e18)
+            return mpress_json_doc_error(doc, err, path,
+                                         "expected a non-negative integer, got a value too "
+                                         "large for 64 bits");
+        return mpress_json_doc_error(doc, err, path, "expected a non-negative integer, got %s",
+                                     json_is_integer(v) ? "a negative integer" : type_name(v));
+    }
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+int mpress_jread_int(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                     const char *key, int min, int max, int *out, struct mpress_error *err)
+{
+    char path[512];
+    json_t *v;
+    if (get_member(doc, obj, obj_path, key, &v, path, sizeof(path), err))
+        return MPRESS_EINPUT;
+    if (!json_is_integer(v))
+        return mpress_json_doc_error(doc, err, path, "expected an integer, got %s",
+                                     type_name(v));
+    json_int_t x = json_integer_value(v);
+    if (x < min || x > max)
+        return mpress_json_doc_error(doc, err, path,
+                                     "expected an integer in [%d, %d], got %lld", min, max,
+                                     (long long)x);
+    *out = (int)x;
+    return 0;
+}
+
+static int read_real(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                     const char *key, double *out, int nonneg, struct mpress_error *err)
+{
+    char path[512];
+    json_t *v;
+    if (get_member(doc, obj, obj_path, key, &v, path, sizeof(path), err))
+        return MPRESS_EINPUT;
+    if (!json_is_number(v))
+        return mpress_json_doc_error(doc, err, path, "expected a number, got %s", type_name(v));
+    double x = json_number_value(v);
+    if (!isfinite(x))
+        return mpress_json_doc_error(doc, err, path, "expected a finite number");
+    if (nonneg && x < 0)
+        return mpress_json_doc_error(doc, err, path, "expected a non-negative number, got %g",
+                                     x);
+    *out = x;
+    return 0;
+}
+
+int mpress_jread_real(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                      const char *key, double *out, struct mpress_error *err)
+{
+    return read_real(doc, obj, obj_path, key, out, 0, err);
+}
+
+int mpress_jread_nonneg(const struct mpress_json_doc *doc, const json_t *obj,
+                        const char *obj_path, const char *key, double *out,
+                        struct mpress_error *err)
+{
+    return read_real(doc, obj, obj_path, key, out, 1, err);
+}
+
+int mpress_jread_bool(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                      const char *key, int *out, struct mpress_error *err)
+{
+    char path[512];
+    json_t *v;
+    if (get_member(doc, obj, obj_path, key, &v, path, sizeof(path), err))
+        return MPRESS_EINPUT;
+    if (!json_is_boolean(v))
+        return mpress_json_doc_error(doc, err, path, "expected a boolean, got %s",
+                                     type_name(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+int mpress_jread_str(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                     const char *key, char *out, size_t size, struct mpress_error *err)
+{
+    char path[512];
+    json_t *v;
+    if (get_member(doc, obj, obj_path, key, &v, path, sizeof(path), err))
+        return MPRESS_EINPUT;
+    if (!json_is_string(v))
+        return mpress_json_doc_error(doc, err, path, "expected a string, got %s", type_name(v));
+    size_t n = json_string_length(v);
+    if (n >= size)
+        return mpress_json_doc_error(doc, err, path,
+                                     "string too long (%zu bytes, at most %zu)", n, size - 1);
+    if (memchr(json_string_value(v), '\0', n))
+        return mpress_json_doc_error(doc, err, path, "string contains a NUL character");
+    memcpy(out, json_string_value(v), n + 1);
+    return 0;
+}
+
+int mpress_jread_array(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                       const char *key, json_t **out, struct mpress_error *err)
+{
+    char path[512];
+    json_t *v;
+    if (get_member(doc, obj, obj_path, key, &v, path, sizeof(path), err))
+        return MPRESS_EINPUT;
+    if (!json_is_array(v))
+        return mpress_json_doc_error(doc, err, path, "expected an array, got %s", type_name(v));
+    *out = v;
+    return 0;
+}
+
+int mpress_jread_object(const struct mpress_json_doc *doc, const json_t *obj,
+                        const char *obj_path, const char *key, json_t **out,
+                        struct mpress_error *err)
+{
+    char path[512];
+    json_t *v;
+    if (get_member(doc, obj, obj_path, key, &v, path, sizeof(path), err))
+        return MPRESS_EINPUT;
+    if (!json_is_object(v))
+        return mpress_json_doc_error(doc, err, path, "expected an object, got %s",
+                                     type_name(v));
+    *out = v;
+    return 0;
+}
+
+int mpress_jread_header(const struct mpress_json_doc *doc, const char *want, int max_version,
+                        int *version, struct mpress_error *err)
+{
+    char fmt[64];
+    if (mpress_jread_str(doc, doc->root, "", "format", fmt, sizeof(fmt), err))
+        return MPRESS_EINPUT;
+    if (strcmp(fmt, want) != 0)
+        return mpress_json_doc_error(doc, err, "format", "expected \"%s\", got \"%s\"", want,
+                                     fmt);
+    json_t *v = json_object_get(doc->root, "version");
+    if (!v)
+        return mpress_json_doc_error(doc, err, "version", "missing field");
+    if (!json_is_integer(v))
+        return mpress_json_doc_error(doc, err, "version", "expected an integer, got %s",
+                                     type_name(v));
+    json_int_t x = json_integer_value(v);
+    if (x < 1 || x > max_version)
+        return mpress_json_doc_error(doc, err, "version",
+                                     "unsupported %s version %lld (this build reads 1 to %d)",
+                                     want, (long long)x, max_version);
+    if (version)
+        *version = (int)x;
+    return 0;
+}
+
+void mpress_hash_hex(const void *data, size_t size, char out[17])
+{
+    /* FNV-1a 64 (Fowler, Noll, Vo): not cryptographic, only a fingerprint of inputs. */
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < size; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
