@@ -1,10 +1,13 @@
 /* The built-in GPU table: datasheet numbers for the GPUs of the built-in servers, used to fill
  * topologies, analytic profiles (`--gpu`) and what an imported dump lacks. Sources for every
  * number are in docs/topologies.md. */
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
-#include "mpress/topology.h"
+#include "topo_internal.h"
 
 #define GIB (1024ull * 1024ull * 1024ull)
 #define T 1e12
@@ -40,4 +43,68 @@ const struct mpress_gpu_spec *mpress_gpu_spec_find(const char *key_or_model)
         if (strcasecmp(s->key, key_or_model) == 0 || strcasecmp(s->model, key_or_model) == 0)
             return s;
     return NULL;
+}
+
+/* PCI device ids (vendor 0x10de) as listed in the PCI ID database (pci-ids.ucw.cz). */
+static const struct {
+    unsigned id;
+    const char *key;
+} pci_ids[] = {
+    {0x1db1, "v100-16g"}, {0x1db5, "v100"},     {0x1db8, "v100-sxm3"}, {0x20b0, "a100-40g"},
+    {0x20b2, "a100-80g"}, {0x2330, "h100"},     {0x2335, "h200"},
+};
+
+const struct mpress_gpu_spec *topo_gpu_spec_by_pci_id(unsigned device_id)
+{
+    for (size_t i = 0; i < sizeof(pci_ids) / sizeof(pci_ids[0]); i++)
+        if (pci_ids[i].id == device_id)
+            return mpress_gpu_spec_find(pci_ids[i].key);
+    return NULL;
+}
+
+uint64_t topo_reserve_bytes(uint64_t memory_bytes)
+{
+    return GIB + memory_bytes / 32;
+}
+
+/* Measured DGX-1 PCIe Gen3 x16 host<->device copy rate over the theoretical one. */
+#define PCIE_EFFICIENCY (12.0 / (8.0 * 128.0 / 130.0 / 8.0 * 16.0))
+
+double topo_pcie_bytes_per_s(double gts, int width)
+{
+    /* Gen1/2 use 8b/10b coding, Gen3 and later 128b/130b (PCIe base specifications). */
+    double coding;
+    if (gts == 2.5 || gts == 5.0)
+        coding = 8.0 / 10.0;
+    else if (gts == 8.0 || gts == 16.0 || gts == 32.0 || gts == 64.0)
+        coding = 128.0 / 130.0;
+    else
+        return 0;
+    if (width < 1)
+        return 0;
+    return gts * 1e9 * coding / 8.0 * width * PCIE_EFFICIENCY;
+}
+
+void topo_gpu_fill(struct mpress_topo_gpu *g, const struct mpress_gpu_spec *spec)
+{
+    snprintf(g->model, sizeof(g->model), "%s", spec->model);
+    g->memory_bytes = spec->memory_bytes;
+    g->reserve_bytes = topo_reserve_bytes(spec->memory_bytes);
+    g->flops_fp16 = spec->flops_fp16;
+    g->flops_fp32 = spec->flops_fp32;
+    g->hbm_bytes_per_s = spec->hbm_bytes_per_s;
+    g->nvlink_ports = spec->nvlink_ports;
+}
+
+void topo_note(char *notes, size_t size, const char *fmt, ...)
+{
+    if (!notes || size == 0)
+        return;
+    size_t used = strnlen(notes, size);
+    if (used >= size - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(notes + used, size - used, fmt, ap);
+    va_end(ap);
 }
