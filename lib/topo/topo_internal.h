@@ -29,3 +29,25 @@ void topo_note(char *notes, size_t size, const char *fmt, ...)
     ;
 
 #endif
+
+/* ---- imports ---------------------------------------------------------------------------- */
+
+/* What a dump says, before the GPU table and a reference server fill in the rest. Group ids
+ * (switch, socket) are any non-negative ints; finishing renumbers them in GPU order. */
+struct topo_raw {
+    int n_gpus;
+    int links[MPRESS_MAX_GPUS][MPRESS_MAX_GPUS];
+    int nvswitch_ports;                  /* > 0: the dump shows links into an NVSwitch */
+    int switch_of[MPRESS_MAX_GPUS];      /* PCIe switch group per GPU */
+    double uplink_of[MPRESS_MAX_GPUS];   /* that switch's uplink, 0 when the dump lacks it */
+    int switch_known[MPRESS_MAX_GPUS];   /* 0: the dump does not show the GPU's switch */
+    int socket_of[MPRESS_MAX_GPUS];
+    const struct mpress_gpu_spec *spec;  /* from the dump, NULL when it does not say */
+    double pcie_bytes_per_s;             /* 0 when the dump lacks it */
+};
+
+int topo_read_file(const char *file, char **text, size_t *size, struct mpress_error *err);
+int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, char *notes,
+                   size_t notes_size, struct mpress_error *err);
+int topo_parse_nccl_xml(const char *file, const char *text, struct topo_raw *raw, char *notes,
+                        size_t notes_size, struct mpress_error *err);
