@@ -279,8 +279,12 @@ int mpress_topology_import_as(const char *file, const char *gpu, struct mpress_t
         p += 3; /* UTF-8 byte order mark */
     while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
         p++;
-    const char *kind;
-    if (*p == '<') {
+    const char *kind = "";
+    if (*p == '{') {
+        rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL,
+                             "a JSON file, not a topology dump (a mpress-topology file is "
+                             "used as it is: `mpress topo show FILE`)");
+    } else if (*p == '<') {
         kind = "NCCL topology XML";
         rc = topo_parse_nccl_xml(file, text, raw, notes, notes_size, err);
     } else {
