@@ -1,4 +1,4 @@
-/* Import of PipeDream profiler graphs (msr-fiddle/pipedream, profiler/*/profiles/*/graph.txt):
+/* Import of PipeDream profiler graphs (msr-fiddle/pipedream, the profiler's graph.txt files):
  * node lines "ID -- DESCRIPTION -- forward_compute_time=F, backward_compute_time=B,
  * activation_size=A, parameter_size=P" (milliseconds, bytes; A may be a list "[a; b; c]") and
  * edge lines "\tSRC -- DST". The graph becomes a profile in a deterministic topological order
@@ -190,7 +190,10 @@ static int parse_node(struct parser *p, int line, const char *s, const char *end
     collapse(d, (size_t)(b - d), full, sizeof(full));
     if (!full[0])
         return fail_at(p, line, (int)(d - s) + 1, "empty description%s", "");
-    snprintf(nd->desc, sizeof(nd->desc), "%s", full);
+    /* desc is informational and may be cut; kind below keeps long descriptions apart */
+    size_t dn = strlen(full) < sizeof(nd->desc) ? strlen(full) : sizeof(nd->desc) - 1;
+    memcpy(nd->desc, full, dn);
+    nd->desc[dn] = '\0';
     /* kind (the class the planner groups by) must fit 47 characters: long descriptions keep a
      * prefix and a hash of the whole, so different modules stay different. */
     if (strlen(full) < sizeof(nd->kind)) {
