@@ -1,0 +1,483 @@
+/* Hand-worked timelines for the simulator, checked event by event.
+ *
+ * The fixture: two stages of one op each (forward 1 s, backward 2 s per micro-batch), 1F1B,
+ * boundary tensors of 1 GB over one NVLink of 2 GB/s (0.5 s), an optimizer step that touches
+ * 0.2 GB at 0.8 GB/s HBM (0.25 s), PCIe links and switch uplinks of 1 GB/s. Every expected time
+ * below is worked out by hand in the comment above its checks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mpress/sim.h"
+
+#define GB 1000000000ull
+
+struct fixture {
+    struct mpress_plan plan;
+    struct mpress_op ops[2];
+    struct mpress_saved_tensor tensors[2];
+    struct mpress_plan_stage stages[2];
+    struct mpress_plan_action actions[2];
+};
+
+static void fixture_init(struct fixture *f, int micro_batches, uint64_t tensor_bytes)
+{
+    memset(f, 0, sizeof(*f));
+    struct mpress_plan *p = &f->plan;
+    snprintf(p->policy, sizeof(p->policy), "test");
+    snprintf(p->profile.model.name, sizeof(p->profile.model.name), "toy");
+    p->profile.model.micro_batch = 1;
+    p->profile.n_ops = 2;
+    p->profile.ops = f->ops;
+    for (int o = 0; o < 2; o++) {
+        struct mpress_op *op = &f->ops[o];
+        snprintf(op->name, sizeof(op->name), "op%d", o);
+        snprintf(op->kind, sizeof(op->kind), "toy");
+        op->fwd_s = 1;
+        op->bwd_s = 2;
+        op->fwd_flops = 1e12;
+        op->param_bytes = GB / 10;
+        op->grad_bytes = GB / 10;
+        op->output_bytes = o == 0 ? GB : 0;
+        op->n_tensors = 1;
+        op->tensors = &f->tensors[o];
+        snprintf(f->tensors[o].id, sizeof(f->tensors[o].id), "op%d.t", o);
+        f->tensors[o].bytes = tensor_bytes;
+        f->tensors[o].recompute_s = 0.5;
+        f->tensors[o].recompute_op = o;
+    }
+    struct mpress_topology *t = &p->topology;
+    snprintf(t->name, sizeof(t->name), "toy");
+    t->n_gpus = 3;
+    for (int g = 0; g < 3; g++) {
+        t->gpus[g].memory_bytes = 10 * GB;
+        t->gpus[g].reserve_bytes = GB / 2;
+        t->gpus[g].hbm_bytes_per_s = 0.8e9;
+        t->gpus[g].pcie_switch = 0;
+    }
+    t->fabric = MPRESS_FABRIC_DIRECT;
+    t->nvlinks[0][1] = t->nvlinks[1][0] = 1;
+    t->nvlinks[0][2] = t->nvlinks[2][0] = 1;
+    t->nvlink_bytes_per_s = 2e9;
+    t->pcie_bytes_per_s = 1e9;
+    t->n_switches = 2;
+    t->switches[0].uplink_bytes_per_s = 1e9;
+    t->switches[1].uplink_bytes_per_s = 1e9;
+    t->n_sockets = 1;
+    t->host_memory_bytes = 100 * GB;
+    t->host_memory_bytes_per_s = 1e10;
+    p->schedule = MPRESS_SCHEDULE_1F1B;
+    p->micro_batches = micro_batches;
+    p->n_stages = 2;
+    p->stages = f->stages;
+    f->stages[0] = (struct mpress_plan_stage){0, 0, 0, 0};
+    f->stages[1] = (struct mpress_plan_stage){1, 1, 1, 0};
+    p->actions = f->actions;
+    p->n_actions = 0;
+}
+
+static void add_action(struct fixture *f, int op, enum mpress_action act)
+{
+    struct mpress_plan_action *a = &f->actions[f->plan.n_actions++];
+    memset(a, 0, sizeof(*a));
+    a->op = op;
+    a->tensor = 0;
+    a->action = act;
+    a->evict_after_op = op;
+    a->prefetch_before_op = op;
+}
+
+static const struct mpress_sim_task *find(const struct mpress_sim *s,
+                                          enum mpress_sim_task_kind k, int stage, int it, int mb)
+{
+    const struct mpress_sim_task *t = mpress_sim_task_find(s, k, stage, it, mb, -1, -1);
+    if (!t) {
+        fprintf(stderr, "no %s task stage %d it %d mb %d\n", mpress_sim_task_kind_name(k),
+                stage, it, mb);
+        static const struct mpress_sim_task none = {.start_s = -99, .end_s = -99};
+        return &none;
+    }
+    return t;
+}
+
+#define CHECK_SPAN(t, s, e)                                                                      \
+    do {                                                                                         \
+        const struct mpress_sim_task *t_ = (t);                                                  \
+        CHECK_NEAR(t_->start_s, (s), 1e-9);                                                      \
+        CHECK_NEAR(t_->end_s, (e), 1e-9);                                                        \
+    } while (0)
+
+static struct mpress_sim *run(struct fixture *f, int iterations)
+{
+    struct mpress_sim_options o;
+    mpress_sim_options_init(&o);
+    o.iterations = iterations;
+    struct mpress_sim *s = NULL;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = mpress_sim_run(&f->plan, &o, &s, &err);
+    CHECK_MSG(rc == 0, "mpress_sim_run: %s", err.text);
+    return s;
+}
+
+/* 2 stages x 2 micro-batches, nothing saved. Stage 0 runs F0 F1 B0 B1, stage 1 F0 B0 F1 B1:
+ *   s0 F0 [0,1]  act0 [1,1.5]  s1 F0 [1.5,2.5]  s1 B0 [2.5,4.5]  grad0 [4.5,5]  s0 B0 [5,7]
+ *   s0 F1 [1,2]  act1 [2,2.5]  s1 F1 [4.5,5.5]  s1 B1 [5.5,7.5]  grad1 [7.5,8]  s0 B1 [8,10]
+ *   steps: s1 [7.5,7.75], s0 [10,10.25]; iteration 1 repeats shifted by 10.25 s.
+ * Memory (reserve 0.5 + weights 0.1 + grads 0.1 = 0.7 GB at start):
+ *   gpu0 peaks at t=1: 0.7 + F0's tensor 0.5 + send buffer 1 + F1's tensor 0.5 = 2.7 GB;
+ *   gpu1 peaks at t=2: 0.7 + recv buffer mb0 1 -> F0 starts (+0.5) -> buffer mb0 kept until
+ *   F0 ends at 2.5, and mb1's buffer arrives at 2 (+1) = 3.2 GB.
+ * Stalls (iteration 1): gpu0 waits 0.5 s for each gradient copy (B0 from head 2 to 5, copy
+ * ready at 4.5; B1 from head 7, ready 7.5, arrives 8), gpu1 0.5 s for act0 (F0). */
+static void test_no_saving(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB / 2);
+    struct mpress_sim *s = run(&f, 2);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 0, 0, 0), 0, 1);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 0, 0, 1), 1, 2);
+    CHECK_SPAN(find(s, MPRESS_SIM_SEND_ACT, 0, 0, 0), 1, 1.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_SEND_ACT, 0, 0, 1), 2, 2.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 1, 0, 0), 1.5, 2.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 1, 0, 0), 2.5, 4.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_SEND_GRAD, 1, 0, 0), 4.5, 5);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 1, 0, 1), 4.5, 5.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 1, 0, 1), 5.5, 7.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_SEND_GRAD, 1, 0, 1), 7.5, 8);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 0), 5, 7);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 1), 8, 10);
+    CHECK_SPAN(find(s, MPRESS_SIM_OPTIMIZER, 1, 0, -1), 7.5, 7.75);
+    CHECK_SPAN(find(s, MPRESS_SIM_OPTIMIZER, 0, 0, -1), 10, 10.25);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 0, 1, 0), 10.25, 11.25);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 1, 1), 18.25, 20.25);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK_NEAR(S->iteration_s, 10.25, 1e-9);
+    CHECK_NEAR(S->iteration_start_s, 10.25, 1e-9);
+    CHECK_NEAR(S->samples_per_s, 2 / 10.25, 1e-9);
+    /* 2 ops x 1 TFLOP forward x 3 x 2 micro-batches per iteration */
+    CHECK_NEAR(S->model_tflops, 12.0 / 10.25, 1e-9);
+    CHECK_INT(S->gpus[0].peak, 27 * GB / 10);
+    CHECK_NEAR(S->gpus[0].peak_time_s, 1, 1e-12);
+    CHECK_INT(S->gpus[1].peak, 32 * GB / 10);
+    CHECK_NEAR(S->gpus[1].peak_time_s, 2, 1e-12);
+    CHECK_INT(S->gpus[1].at_peak[MPRESS_SIM_MEM_BUFFERS], 2 * GB);
+    CHECK_INT(S->gpus[1].at_peak[MPRESS_SIM_MEM_ACTIVATIONS], GB / 2);
+    CHECK_INT(S->gpus[2].peak, GB / 2);                 /* the idle GPU: its reserve */
+    CHECK(!S->out_of_memory);
+    CHECK_INT(mpress_sim_memory_at(s, 0, 3.0), 17 * GB / 10);   /* 0.7 + two tensors */
+    CHECK_INT(mpress_sim_memory_at(s, 0, 10.1), 7 * GB / 10);
+    CHECK_NEAR(S->gpus[0].stall_boundary_s, 1.0, 1e-9);
+    CHECK_NEAR(S->gpus[1].stall_boundary_s, 0.5, 1e-9);
+    CHECK_NEAR(S->gpus[0].stall_swap_s, 0, 1e-12);
+    CHECK_NEAR(S->gpus[0].busy_s, 6.25, 1e-9);
+    /* the NVLink 0->1 carried two 1 GB activations in the reported iteration */
+    int found = 0;
+    for (int i = 0; i < S->n_links; i++)
+        if (strcmp(S->links[i].name, "nvlink 0->1") == 0) {
+            found = 1;
+            CHECK_NEAR(S->links[i].bytes, 2e9, 1e-9);
+            CHECK_NEAR(S->links[i].utilization, 2e9 / (2e9 * 10.25), 1e-9);
+        }
+    CHECK(found);
+    mpress_sim_destroy(s);
+}
+
+/* The same with stage 0's tensor (0.5 GB) swapped to host: 0.5 s each way at 1 GB/s.
+ *   evict mb0 [1,1.5] after F0; prefetch mb0 issued when the stream reaches B0's slot (F1
+ *   ends at 2) -> [2,2.5], long before B0 at 5: it fits the overlap window, the timeline is
+ *   unchanged. evict mb1 [2,2.5]; prefetch mb1 when B0 ends -> [7,7.5], before B1 at 8.
+ * At t=3 gpu0 holds 0.7 + mb0 back (0.5) and not mb1 (on host): 1.2 GB instead of 1.7. */
+static void test_host_swap_fits(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB / 2);
+    add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
+    struct mpress_sim *s = run(&f, 2);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 0), 1, 1.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 1), 2, 2.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 1), 7, 7.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 0), 5, 7);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 1), 8, 10);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK_NEAR(S->iteration_s, 10.25, 1e-9);
+    CHECK_NEAR(S->gpus[0].stall_swap_s, 0, 1e-12);
+    CHECK_INT(mpress_sim_memory_at(s, 0, 3.0), 12 * GB / 10);
+    CHECK_INT(mpress_sim_memory_at(s, -1, 3.0), GB / 2);        /* mb1 on the host */
+    CHECK_INT(mpress_sim_memory_at(s, -1, 1.25), GB / 2);       /* mb0 lands from the start */
+    CHECK_INT(mpress_sim_memory_at(s, -1, 7.75), 0);
+    CHECK_INT(S->host_peak, GB);                                /* both at once in [2,2.5) */
+    mpress_sim_destroy(s);
+}
+
+/* A 4 GB tensor takes 4 s each way: it does not fit.
+ *   evict mb0 [1,5]; evict mb1 ready at 2 but the D2H engine is busy -> [5,9];
+ *   prefetch mb0 waits for its eviction -> [5,9] (H2D, the other direction: full rate);
+ *   B0 (gradient there at 5) waits for it -> [9,11]; prefetch mb1 issued when B0 ends and
+ *   its eviction is done -> [11,15]; B1 [15,17]; step [17,17.25]: iteration 17.25 s.
+ * Swap stall (iteration 1): B0 waits from 5 (prefetch ready) to 9, B1 from 11 to 15: 8 s. */
+static void test_host_swap_does_not_fit(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, 4 * GB);
+    add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
+    struct mpress_sim *s = run(&f, 2);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 0), 1, 5);
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 1), 5, 9);
+    CHECK_NEAR(find(s, MPRESS_SIM_EVICT, 0, 0, 1)->ready_s, 2, 1e-12);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 5, 9);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 0), 9, 11);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 1), 11, 15);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 1), 15, 17);
+    CHECK_SPAN(find(s, MPRESS_SIM_OPTIMIZER, 0, 0, -1), 17, 17.25);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 0, 1, 0), 17.25, 18.25);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK_NEAR(S->iteration_s, 17.25, 1e-9);
+    CHECK_NEAR(S->gpus[0].stall_swap_s, 8, 1e-9);
+    CHECK_NEAR(S->gpus[0].stall_boundary_s, 0, 1e-12);
+    mpress_sim_destroy(s);
+}
+
+/* One micro-batch; both stages swap a 1.5 GB tensor to host; both GPUs sit behind switch 0
+ * (uplink 1 GB/s, like each GPU's own PCIe link); boundary tensors are empty.
+ *   s0 evict from 1: alone at 1 GB/s until s1's eviction starts at 2 (after s1 F0 [1,2]),
+ *   then each gets half the uplink: s0 ends at 2 + 0.5/0.5 = 3; s1 has 1 GB left at 3 and
+ *   runs alone -> 4. Prefetches mirror it downward: s0 [3,5] (alone until 4, then half),
+ *   s1 [4,6]. s1 B0 [6,8], s0 B0 [8,10], s0 step [10,10.25].
+ * Behind separate switches nobody shares: s0 evict [1,2.5], s1 evict [2,3.5]. */
+static void test_shared_uplink(void)
+{
+    struct fixture f;
+    fixture_init(&f, 1, 15 * GB / 10);
+    f.ops[0].output_bytes = 0;
+    add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
+    add_action(&f, 1, MPRESS_ACTION_HOST_SWAP);
+    struct mpress_sim *s = run(&f, 1);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 0), 1, 3);
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 1, 0, 0), 2, 4);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 3, 5);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 1, 0, 0), 4, 6);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 1, 0, 0), 6, 8);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 0), 8, 10);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK_NEAR(S->iteration_s, 10.25, 1e-9);
+    for (int i = 0; i < S->n_links; i++)
+        if (strcmp(S->links[i].name, "switch0 uplink up") == 0)
+            CHECK_NEAR(S->links[i].bytes, 3e9, 1e-9);
+    mpress_sim_destroy(s);
+
+    f.plan.topology.gpus[1].pcie_switch = 1;
+    f.plan.topology.switches[1].uplink_bytes_per_s = 1e9;
+    s = run(&f, 1);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 0), 1, 2.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 1, 0, 0), 2, 3.5);
+    mpress_sim_destroy(s);
+}
+
+/* Stage 0 parks its 1 GB tensor on idle gpu 2 over one 2 GB/s NVLink (0.5 s each way).
+ *   evict mb0 [1,1.5], evict mb1 [2,2.5]; prefetch mb0 [2,2.5] (issued when F1 ends),
+ *   prefetch mb1 [7,7.5] (issued when B0 ends).
+ * gpu2 (reserve 0.5): 1.5 GB from t=1, 2.5 GB at t=2 (both micro-batches parked: mb0 leaves
+ * only when its prefetch ends at 2.5), back to 1.5 at 2.5 and 0.5 at 7.5. Its peak is 2.5 GB
+ * at t=2: 2 GB parked + reserve.
+ * gpu0 at 1.25: 0.7 + mb0 in flight 1 + mb1 kept 1 + send buffer 1 = 3.7 GB; at 1.75 the
+ * copies are done: 1.7 GB; at 3: mb0 back (working) 1 + 0.7 = 1.7 GB. */
+static void test_d2d_park(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB);
+    add_action(&f, 0, MPRESS_ACTION_D2D_SWAP);
+    f.actions[0].n_peers = 1;
+    f.actions[0].peers[0] = 2;
+    f.actions[0].peer_bytes[0] = GB;
+    struct mpress_sim *s = run(&f, 2);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 0), 1, 1.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 1), 2, 2.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 1), 7, 7.5);
+    CHECK_INT(find(s, MPRESS_SIM_EVICT, 0, 0, 0)->dst, 2);
+    CHECK_INT(mpress_sim_memory_at(s, 2, 1.25), 15 * GB / 10);
+    CHECK_INT(mpress_sim_memory_at(s, 2, 2.25), 25 * GB / 10);
+    CHECK_INT(mpress_sim_memory_at(s, 2, 3), 15 * GB / 10);
+    CHECK_INT(mpress_sim_memory_at(s, 2, 8), GB / 2);
+    CHECK_INT(mpress_sim_memory_at(s, 0, 1.25), 37 * GB / 10);
+    CHECK_INT(mpress_sim_memory_at(s, 0, 1.75), 17 * GB / 10);
+    CHECK_INT(mpress_sim_memory_at(s, 0, 3), 17 * GB / 10);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    const struct mpress_sim_gpu *g2 = &S->gpus[2];
+    CHECK_INT(g2->peak, 25 * GB / 10);
+    CHECK_NEAR(g2->peak_time_s, 2, 1e-12);
+    CHECK_INT(g2->at_peak[MPRESS_SIM_MEM_PARKED], 2 * GB);
+    CHECK_INT(g2->at_peak[MPRESS_SIM_MEM_RESERVE], GB / 2);
+    CHECK_INT(g2->n_residents, 3);
+    CHECK_INT(g2->residents[0].bytes, GB);
+    CHECK_STR(g2->residents[0].label, "parked from gpu 0, iteration 0 micro-batch 0");
+    CHECK_STR(g2->residents[1].label, "parked from gpu 0, iteration 0 micro-batch 1");
+    CHECK_STR(g2->residents[2].label, "reserve");
+    uint64_t sum = 0;
+    for (int k = 0; k < MPRESS_SIM_MEM_KINDS; k++)
+        sum += S->gpus[0].at_peak[k];
+    CHECK_INT(sum, S->gpus[0].peak);
+    CHECK_NEAR(S->iteration_s, 10.25, 1e-9);
+    mpress_sim_destroy(s);
+}
+
+/* Two D2D shares to two peers move at once on separate NVLinks: 1 GB split 0.5/0.5 over
+ * 0->1 and 0->2 (2 GB/s each) takes 0.25 s, not 0.5. The 0->1 share queues behind the
+ * boundary activation on the same peer engine (act0 [1,1.5]) -> [1.5,1.75]. */
+static void test_d2d_striping(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB);
+    add_action(&f, 0, MPRESS_ACTION_D2D_SWAP);
+    f.actions[0].n_peers = 2;
+    f.actions[0].peers[0] = 2;
+    f.actions[0].peer_bytes[0] = GB / 2;
+    f.actions[0].peers[1] = 1;
+    f.actions[0].peer_bytes[1] = GB / 2;
+    struct mpress_sim *s = run(&f, 1);
+    if (!s)
+        return;
+    const struct mpress_sim_task *e0 = mpress_sim_task_find(s, MPRESS_SIM_EVICT, 0, 0, 0, -1, -1);
+    CHECK(e0 && e0->part == 0);
+    if (e0)
+        CHECK_SPAN(e0, 1, 1.25);
+    int n = mpress_sim_task_count(s);
+    for (int i = 0; i < n; i++) {
+        const struct mpress_sim_task *t = mpress_sim_task_get(s, i);
+        if (t->kind == MPRESS_SIM_EVICT && t->micro_batch == 0 && t->part == 1)
+            CHECK_SPAN(t, 1.5, 1.75);
+    }
+    mpress_sim_destroy(s);
+}
+
+/* Recompute: the tensor is dropped after forward and regenerated (0.5 s) right before its
+ * backward, once the stage's backward pass has begun (its gradient arrived). Stage 0: the
+ * gradient of mb0 arrives at 5 -> recompute [5,5.5], B0 [5.5,7.5]; mb1's at 8 -> recompute
+ * [8,8.5], B1 [8.5,10.5]; step [10.5,10.75]: iteration 10.75 s. Hardware FLOPs add 0.5 s of
+ * op0's 1 TFLOP/s forward for each of the 2 micro-batches. */
+static void test_recompute(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB / 2);
+    add_action(&f, 0, MPRESS_ACTION_RECOMPUTE);
+    struct mpress_sim *s = run(&f, 2);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 0), 5, 5.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 0), 5.5, 7.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 1), 8, 8.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 1), 8.5, 10.5);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK_NEAR(S->iteration_s, 10.75, 1e-9);
+    CHECK_NEAR(S->hardware_tflops, (12.0 + 1.0) / 10.75, 1e-9);
+    /* at t=3 nothing of stage 0's is kept: 0.7 GB */
+    CHECK_INT(mpress_sim_memory_at(s, 0, 3), 7 * GB / 10);
+    mpress_sim_destroy(s);
+}
+
+/* Kept activations at the peak, by schedule (DESIGN: 1F1B holds min(S-k, M) micro-batches on
+ * stage k, GPipe M). Four micro-batches, boundary copies empty so buffers do not blur it. */
+static void test_schedules_in_flight(void)
+{
+    enum mpress_schedule sch[] = {MPRESS_SCHEDULE_1F1B, MPRESS_SCHEDULE_GPIPE,
+                                  MPRESS_SCHEDULE_ASYNC};
+    int want0[] = {2, 4, 2}, want1[] = {1, 4, 1};
+    for (int i = 0; i < 3; i++) {
+        struct fixture f;
+        fixture_init(&f, 4, GB / 2);
+        f.ops[0].output_bytes = 0;
+        f.plan.schedule = sch[i];
+        struct mpress_sim *s = run(&f, 3);
+        if (!s)
+            continue;
+        const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+        CHECK_INT(S->gpus[0].at_peak[MPRESS_SIM_MEM_ACTIVATIONS], want0[i] * GB / 2);
+        CHECK_INT(S->gpus[1].at_peak[MPRESS_SIM_MEM_ACTIVATIONS], want1[i] * GB / 2);
+        /* async stashes one weight version per micro-batch in flight: 2 on stage 0 */
+        CHECK_INT(S->gpus[0].at_peak[MPRESS_SIM_MEM_WEIGHTS],
+                  (sch[i] == MPRESS_SCHEDULE_ASYNC ? 2 : 1) * GB / 10);
+        CHECK(S->iteration_s > 0);
+        /* 1F1B and GPipe, zero-cost boundaries: 4 x (1 + 2) on stage 0, plus the
+         * pipeline fill/drain of stage 1 (1 + 2) and the step (0.25) */
+        if (sch[i] != MPRESS_SCHEDULE_ASYNC)
+            CHECK_NEAR(S->iteration_s, 12 + 3 + 0.25, 1e-9);
+        mpress_sim_destroy(s);
+    }
+}
+
+/* Capacity 1.5 GB: at t=1 stage 0 reaches 0.7 + 0.5 + 1 (send buffer) and gpu 1 0.7 + 1 (recv
+ * buffer): both run out at 1 s; gpu 0's event comes first, so it is named. */
+static void test_out_of_memory(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB / 2);
+    for (int g = 0; g < 3; g++)
+        f.plan.topology.gpus[g].memory_bytes = 15 * GB / 10;
+    struct mpress_sim *s = run(&f, 1);
+    if (!s)
+        return;
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK(S->out_of_memory);
+    CHECK_INT(S->oom_gpu, 0);
+    CHECK_NEAR(S->gpus[0].oom_time_s, 1, 1e-12);
+    CHECK_NEAR(S->gpus[1].oom_time_s, 1, 1e-12);
+    char *txt = mpress_sim_oom_text(s);
+    CHECK(txt && strstr(txt, "out of memory on gpu 0 at 1.000000 s"));
+    CHECK(txt && strstr(txt, "buffers, iteration 0 micro-batch 0 1.000 GB"));
+    free(txt);
+    mpress_sim_destroy(s);
+}
+
+/* Plans the simulator must refuse, with a reason. */
+static void test_rejects(void)
+{
+    struct fixture f;
+    struct mpress_sim *s = NULL;
+    struct mpress_error err;
+    fixture_init(&f, 2, GB);
+    f.stages[1].gpu = 0;
+    CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "already runs another stage") != NULL);
+    fixture_init(&f, 2, GB);
+    add_action(&f, 0, MPRESS_ACTION_D2D_SWAP);
+    f.actions[0].n_peers = 1;
+    f.actions[0].peers[0] = 2;
+    f.actions[0].peer_bytes[0] = GB - 1;
+    CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "peer shares sum") != NULL);
+    fixture_init(&f, 2, GB);
+    add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
+    f.plan.topology.pcie_bytes_per_s = 0;
+    CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "pcie gpu0 up") != NULL);
+    CHECK(s == NULL);
+}
+
+int main(void)
+{
+    test_no_saving();
+    test_host_swap_fits();
+    test_host_swap_does_not_fit();
+    test_shared_uplink();
+    test_d2d_park();
+    test_d2d_striping();
+    test_recompute();
+    test_schedules_in_flight();
+    test_out_of_memory();
+    test_rejects();
+    return check_done();
+}
