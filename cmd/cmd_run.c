@@ -1,10 +1,164 @@
-/* mpress run (placeholder until its issue lands). */
+/* mpress run PLAN: executes a plan on a backend and reports time and memory next to the plan's
+ * predictions. Only the simulator (`--backend sim`) exists in this build; it writes the
+ * report, a Chrome trace and an SVG memory plot on request. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "mpress/sim.h"
+
+static void help(void)
+{
+    printf("usage: mpress run PLAN [--backend sim] [--iterations N] [--report FILE.json]\n"
+           "                       [--trace FILE.json] [--svg FILE.svg]\n\n"
+           "Replays PLAN event by event on its server and prints the iteration time,\n"
+           "samples/s, model TFLOP/s, each GPU's peak memory against its capacity, time\n"
+           "stalled on swaps and on boundary transfers, and link utilization, each next to\n"
+           "the plan's prediction with the difference in percent. The simulator models a\n"
+           "compute stream and copy engines per GPU, links shared fairly by concurrent\n"
+           "copies, and every allocation (docs/simulator.md). A plan whose simulated peak\n"
+           "exceeds a GPU's capacity fails with exit 1, naming the GPU, the time and the\n"
+           "largest residents (the requested files are still written).\n\n"
+           "Options:\n"
+           "  --backend NAME     sim (the default and the only backend in this build; host\n"
+           "                     and cuda are not available yet and exit 4)\n"
+           "  --iterations N     iterations to replay, 1 to 1000 (default 3); the last one\n"
+           "                     is reported as the steady state\n"
+           "  --report FILE      write the report as mpress-sim-report JSON\n"
+           "  --trace FILE       write a Chrome trace event file (open in Perfetto or\n"
+           "                     chrome://tracing): one track per GPU stream and copy\n"
+           "                     engine, counters per link and for each GPU's memory\n"
+           "  --svg FILE         write an SVG: memory per GPU over the reported iteration\n"
+           "                     and what is resident at each GPU's peak against capacity\n"
+           "  -h, --help         show this help\n\n" CLI_EXIT_CODES);
+}
+
+static int write_text(const char *file, char *text, struct mpress_error *err)
+{
+    if (!text)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    int rc = mpress_write_file_atomic(file, text, strlen(text), err);
+    free(text);
+    return rc;
+}
+
+static int write_json(const char *file, json_t *root, struct mpress_error *err)
+{
+    if (!root)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    int rc = mpress_json_write_file(file, root, err);
+    json_decref(root);
+    return rc;
+}
 
 int cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_error("run", "not implemented yet");
-    return MPRESS_ESYSTEM;
+    static const struct option opts[] = {
+        {"backend", required_argument, NULL, 'b'},
+        {"iterations", required_argument, NULL, 'i'},
+        {"report", required_argument, NULL, 'r'},
+        {"trace", required_argument, NULL, 't'},
+        {"svg", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *backend = "sim", *report = NULL, *trace = NULL, *svg = NULL;
+    long iterations = 3;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            backend = optarg;
+            break;
+        case 'i':
+            if (cli_parse_int(optarg, 1, 1000, &iterations))
+                return cli_usage("run", "--iterations: expected an integer from 1 to 1000, "
+                                        "got '%s'", optarg);
+            break;
+        case 'r':
+            report = optarg;
+            break;
+        case 't':
+            trace = optarg;
+            break;
+        case 's':
+            svg = optarg;
+            break;
+        case 'h':
+            help();
+            return 0;
+        case ':':
+            return cli_usage("run", "option '%s' needs a value", argv[optind - 1]);
+        default:
+            return cli_usage("run", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (strcmp(backend, "host") == 0 || strcmp(backend, "cuda") == 0) {
+        cli_error("run", "backend '%s' is not available in this build (only 'sim' is)",
+                  backend);
+        return MPRESS_ESYSTEM;
+    }
+    if (strcmp(backend, "sim") != 0)
+        return cli_usage("run", "unknown backend '%s' (sim, host or cuda)", backend);
+    if (optind >= argc)
+        return cli_usage("run", "missing PLAN");
+    if (optind + 1 < argc)
+        return cli_usage("run", "one PLAN only, got '%s' too", argv[optind + 1]);
+    const char *file = argv[optind];
+
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_plan *plan = malloc(sizeof(*plan));
+    if (!plan) {
+        cli_error("run", "out of memory");
+        return MPRESS_ESYSTEM;
+    }
+    mpress_plan_init(plan);
+    int rc = mpress_plan_load(file, plan, &err);
+    if (rc) {
+        rc = cli_fail("run", "cannot load plan", &err);
+        mpress_plan_finish(plan);
+        free(plan);
+        return rc;
+    }
+    struct mpress_sim_options opt;
+    mpress_sim_options_init(&opt);
+    opt.iterations = (int)iterations;
+    struct mpress_sim *sim = NULL;
+    rc = mpress_sim_run(plan, &opt, &sim, &err);
+    if (rc) {
+        char what[600];
+        snprintf(what, sizeof(what), "cannot simulate '%s'", file);
+        rc = cli_fail("run", what, &err);
+        goto done;
+    }
+    if ((report && write_json(report, mpress_sim_report_json(sim), &err)) ||
+        (trace && write_json(trace, mpress_sim_trace_json(sim), &err)) ||
+        (svg && write_text(svg, mpress_sim_svg(sim), &err))) {
+        rc = cli_fail("run", "cannot write output", &err);
+        goto done;
+    }
+    char *text = mpress_sim_render(sim);
+    if (!text) {
+        cli_error("run", "out of memory");
+        rc = MPRESS_ESYSTEM;
+        goto done;
+    }
+    fputs(text, stdout);
+    free(text);
+    char *oom = mpress_sim_oom_text(sim);
+    if (oom) {
+        fflush(stdout);
+        cli_error("run", "'%s' does not fit: %s", file, oom);
+        free(oom);
+        rc = MPRESS_EINFEASIBLE;
+    }
+done:
+    mpress_sim_destroy(sim);
+    mpress_plan_finish(plan);
+    free(plan);
+    return rc;
 }

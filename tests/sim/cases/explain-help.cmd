@@ -1,0 +1,1 @@
+"$MPRESS" explain --help

@@ -1,0 +1,1 @@
+"$MPRESS" run plan.json --iterations 0

@@ -1,0 +1,1 @@
+"$MAKE_PLAN" toy.json toy dgx1 4 8 1f1b mix && "$MPRESS" run toy.json --iterations 2 --report r.json && python3 -c "import json; r = json.load(open('r.json')); print(r['format'], r['iterations'], len(r['gpus']))"
