@@ -136,7 +136,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     if ((report && write_json(report, mpress_sim_report_json(sim), &err)) ||
-        (trace && write_json(trace, mpress_sim_trace_json(sim), &err)) ||
+        (trace && write_text(trace, mpress_sim_trace(sim), &err)) ||
         (svg && write_text(svg, mpress_sim_svg(sim), &err))) {
         rc = cli_fail("run", "cannot write output", &err);
         goto done;

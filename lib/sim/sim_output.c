@@ -375,31 +375,40 @@ char *mpress_sim_render(const struct mpress_sim *sim)
  * host CPUs (tid = socket); pid n_gpus + 1 = links, one counter track per link (GB/s) since
  * concurrent flows share a link; memory counters sit on each GPU's pid. Times in µs. */
 
-static json_t *meta(const char *what, int pid, int tid, const char *name)
+/* The trace can hold hundreds of thousands of events, so it is written as text, one event per
+ * line, rather than built as a jansson tree: the tree and its sorted, indented dump cost tens
+ * of times more time and memory than the simulation itself. Keys are written in sorted order
+ * and times with fixed decimals, so the bytes are as deterministic as mpress_json_dumps. */
+
+static void json_str(struct buf *b, const char *s)
 {
-    json_t *e = json_object();
-    json_object_set_new(e, "ph", json_string("M"));
-    json_object_set_new(e, "name", json_string(what));
-    json_object_set_new(e, "pid", json_integer(pid));
-    json_object_set_new(e, "tid", json_integer(tid));
-    json_t *a = json_object();
-    json_object_set_new(a, "name", json_string(name));
-    json_object_set_new(e, "args", a);
-    return e;
+    bprintf(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            bprintf(b, "\\%c", c);
+        else if (c < 0x20)
+            bprintf(b, "\\u%04x", c);
+        else
+            bprintf(b, "%c", c);
+    }
+    bprintf(b, "\"");
 }
 
-static json_t *counter(const char *name, int pid, double t, const char *key, double v)
+static void meta(struct buf *b, const char *what, int pid, int tid, const char *name)
 {
-    json_t *e = json_object();
-    json_object_set_new(e, "ph", json_string("C"));
-    json_object_set_new(e, "name", json_string(name));
-    json_object_set_new(e, "pid", json_integer(pid));
-    json_object_set_new(e, "tid", json_integer(0));
-    json_object_set_new(e, "ts", json_real(t * 1e6));
-    json_t *a = json_object();
-    json_object_set_new(a, key, json_real(v));
-    json_object_set_new(e, "args", a);
-    return e;
+    bprintf(b, "{\"args\": {\"name\": ");
+    json_str(b, name);
+    bprintf(b, "}, \"name\": \"%s\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d},\n", what, pid,
+            tid);
+}
+
+static void counter(struct buf *b, const char *name, int pid, double t, const char *key,
+                    double v)
+{
+    bprintf(b, "{\"args\": {\"%s\": %.6f}, \"name\": ", key, v);
+    json_str(b, name);
+    bprintf(b, ", \"ph\": \"C\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f},\n", pid, t * 1e6);
 }
 
 static void task_track(const struct mpress_sim *sim, const struct sim_task *T, int *pid,
@@ -468,72 +477,75 @@ static void task_name(const struct mpress_sim *sim, const struct sim_task *T, ch
     }
 }
 
-json_t *mpress_sim_trace_json(const struct mpress_sim *sim)
+char *mpress_sim_trace(const struct mpress_sim *sim)
 {
-    json_t *root = json_object();
-    json_t *ev = json_array();
+    const struct mpress_plan *plan = sim->plan;
+    struct buf b = {0};
     int G = sim->n_gpus, NK = sim->n_queues - sim->cpu_queue0;
     char name[160];
+    bprintf(&b, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": \"mpress "
+                MPRESS_VERSION "\", \"model\": ");
+    json_str(&b, plan->profile.model.name);
+    bprintf(&b, ", \"topology\": ");
+    json_str(&b, plan->topology.name);
+    bprintf(&b, "}, \"traceEvents\": [\n");
     for (int g = 0; g < G; g++) {
         if (sim->gpu_stage[g] >= 0)
             snprintf(name, sizeof(name), "gpu %d (stage %d)", g, sim->gpu_stage[g]);
         else
             snprintf(name, sizeof(name), "gpu %d", g);
-        json_array_append_new(ev, meta("process_name", g, 0, name));
-        json_array_append_new(ev, meta("thread_name", g, 0, "compute"));
-        json_array_append_new(ev, meta("thread_name", g, 1, "copy engine d2h"));
-        json_array_append_new(ev, meta("thread_name", g, 2, "copy engine h2d"));
-        for (int b = 0; b < G; b++) {
-            if (b == g)
+        meta(&b, "process_name", g, 0, name);
+        meta(&b, "thread_name", g, 0, "compute");
+        meta(&b, "thread_name", g, 1, "copy engine d2h");
+        meta(&b, "thread_name", g, 2, "copy engine h2d");
+        for (int d = 0; d < G; d++) {
+            if (d == g)
                 continue;
-            snprintf(name, sizeof(name), "copy engine -> gpu %d", b);
-            json_array_append_new(ev, meta("thread_name", g, 3 + b, name));
+            snprintf(name, sizeof(name), "copy engine -> gpu %d", d);
+            meta(&b, "thread_name", g, 3 + d, name);
         }
     }
-    json_array_append_new(ev, meta("process_name", G, 0, "host"));
+    meta(&b, "process_name", G, 0, "host");
     for (int k = 0; k < NK; k++) {
         snprintf(name, sizeof(name), "cpu socket %d", k);
-        json_array_append_new(ev, meta("thread_name", G, k, name));
+        meta(&b, "thread_name", G, k, name);
     }
-    json_array_append_new(ev, meta("process_name", G + 1, 0, "links"));
+    meta(&b, "process_name", G + 1, 0, "links");
 
     for (int i = 0; i < sim->n_tasks; i++) {
         const struct sim_task *T = &sim->tasks[i];
+        const struct mpress_sim_task *P = &T->pub;
         int pid, tid;
         task_track(sim, T, &pid, &tid);
         task_name(sim, T, name, sizeof(name));
-        json_t *e = json_object();
-        json_object_set_new(e, "ph", json_string("X"));
-        json_object_set_new(e, "name", json_string(name));
-        json_object_set_new(e, "cat", json_string(mpress_sim_task_kind_name(T->pub.kind)));
-        json_object_set_new(e, "pid", json_integer(pid));
-        json_object_set_new(e, "tid", json_integer(tid));
-        json_object_set_new(e, "ts", json_real(T->pub.start_s * 1e6));
-        json_object_set_new(e, "dur", json_real((T->pub.end_s - T->pub.start_s) * 1e6));
-        json_t *a = json_object();
-        json_object_set_new(a, "iteration", json_integer(T->pub.iteration));
-        json_object_set_new(a, "stage", json_integer(T->pub.stage));
-        if (T->pub.micro_batch >= 0)
-            json_object_set_new(a, "micro_batch", json_integer(T->pub.micro_batch));
-        if (T->pub.op >= 0)
-            json_object_set_new(a, "op", json_string(sim->plan->profile.ops[T->pub.op].name));
-        if (T->pub.action >= 0) {
-            const struct mpress_plan_action *ac = &sim->plan->actions[T->pub.action];
-            json_object_set_new(a, "tensor", json_string(
-                sim->plan->profile.ops[ac->op].tensors[ac->tensor].id));
+        bprintf(&b, "{\"args\": {");
+        bprintf(&b, "\"bytes\": %.0f, \"iteration\": %d", P->bytes, P->iteration);
+        if (P->micro_batch >= 0)
+            bprintf(&b, ", \"micro_batch\": %d", P->micro_batch);
+        if (P->op >= 0) {
+            bprintf(&b, ", \"op\": ");
+            json_str(&b, plan->profile.ops[P->op].name);
         }
-        if (T->n_path > 0 || T->queue >= 0)
-            json_object_set_new(a, "bytes", json_real(T->pub.bytes));
-        json_object_set_new(a, "ready_us", json_real(T->pub.ready_s * 1e6));
-        json_object_set_new(e, "args", a);
-        json_array_append_new(ev, e);
+        bprintf(&b, ", \"ready_us\": %.3f, \"stage\": %d", P->ready_s * 1e6, P->stage);
+        if (P->action >= 0) {
+            const struct mpress_plan_action *a = &plan->actions[P->action];
+            bprintf(&b, ", \"tensor\": ");
+            json_str(&b, plan->profile.ops[a->op].tensors[a->tensor].id);
+        }
+        /* µs with ns decimals; the duration is taken between the rounded ends so that spans
+         * on one track never overlap after rounding */
+        double ts = round(P->start_s * 1e9) / 1e3, te = round(P->end_s * 1e9) / 1e3;
+        bprintf(&b, "}, \"cat\": \"%s\", \"dur\": %.3f, \"name\": ",
+                mpress_sim_task_kind_name(P->kind), te - ts);
+        json_str(&b, name);
+        bprintf(&b, ", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f},\n", pid, tid,
+                ts);
     }
     for (int i = 0; i < sim->n_rates; i++) {
         const struct sim_rate *r = &sim->rates[i];
-        json_array_append_new(ev, counter(sim->res[r->res].name, G + 1, r->t, "GB/s",
-                                          r->rate / 1e9));
+        counter(&b, sim->res[r->res].name, G + 1, r->t, "GB/s", r->rate / 1e9);
     }
-    /* memory counters: the total after each change */
+    /* memory counters: each GPU's total after every change */
     uint64_t tot[MPRESS_MAX_GPUS + 1] = {0};
     for (long i = 0; i < sim->n_log; i++) {
         int touched[MPRESS_MAX_GPUS + 1] = {0};
@@ -543,17 +555,13 @@ json_t *mpress_sim_trace_json(const struct mpress_sim *sim)
         }
         for (int g = 0; g < G; g++)
             if (touched[g])
-                json_array_append_new(ev, counter("memory", g, sim->log[i].t, "GB",
-                                                  tot[g] / 1e9));
+                counter(&b, "memory", g, sim->log[i].t, "GB", tot[g] / 1e9);
     }
-    json_object_set_new(root, "traceEvents", ev);
-    json_object_set_new(root, "displayTimeUnit", json_string("ms"));
-    json_t *other = json_object();
-    json_object_set_new(other, "generator", json_string("mpress " MPRESS_VERSION));
-    json_object_set_new(other, "model", json_string(sim->plan->profile.model.name));
-    json_object_set_new(other, "topology", json_string(sim->plan->topology.name));
-    json_object_set_new(root, "otherData", other);
-    return root;
+    /* The last event has no trailing comma: a metadata event that sorts the links process
+     * after the GPUs. */
+    bprintf(&b, "{\"args\": {\"sort_index\": %d}, \"name\": \"process_sort_index\", \"ph\": "
+                "\"M\", \"pid\": %d, \"tid\": 0}\n]}\n", G + 1, G + 1);
+    return bdone(&b);
 }
 
 /* ---- SVG ------------------------------------------------------------------------------------ */

@@ -141,7 +141,7 @@ uint64_t mpress_sim_memory_at(const struct mpress_sim *sim, int gpu, double t);
 #define MPRESS_SIM_REPORT_FORMAT "mpress-sim-report"
 #define MPRESS_SIM_REPORT_VERSION 1
 json_t *mpress_sim_report_json(const struct mpress_sim *sim);
-json_t *mpress_sim_trace_json(const struct mpress_sim *sim);
+char *mpress_sim_trace(const struct mpress_sim *sim);
 char *mpress_sim_svg(const struct mpress_sim *sim);
 char *mpress_sim_render(const struct mpress_sim *sim);
 /* "out of memory on gpu G at T s: peak P of capacity C; largest residents: ..." or NULL. */
