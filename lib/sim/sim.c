@@ -1236,10 +1236,10 @@ static void summarize(struct mpress_sim *sim)
 {
     const struct mpress_plan *plan = sim->plan;
     struct mpress_sim_summary *S = &sim->summary;
-    int N = sim->N;
-    S->iterations = N;
-    S->iteration_end_s = sim->iter_end[N - 1];
-    S->iteration_start_s = N > 1 ? sim->iter_end[N - 2] : 0;
+    int N = sim->N, R = sim->reported;
+    S->iterations = R + 1;
+    S->iteration_end_s = sim->iter_end[R];
+    S->iteration_start_s = R > 0 ? sim->iter_end[R - 1] : 0;
     S->iteration_s = S->iteration_end_s - S->iteration_start_s;
     S->total_s = sim->now;
     double samples = (double)sim->M * (plan->profile.model.micro_batch > 0
@@ -1254,10 +1254,10 @@ static void summarize(struct mpress_sim *sim)
     S->oom_gpu = -1;
     for (int g = 0; g < sim->n_gpus; g++) {
         struct mpress_sim_gpu *G = &S->gpus[g];
-        G->busy_s = sim->busy[g * N + N - 1];
-        G->stall_swap_s = sim->stall_swap[g * N + N - 1];
-        G->stall_boundary_s = sim->stall_boundary[g * N + N - 1];
-        G->stall_optimizer_s = sim->stall_opt[g * N + N - 1];
+        G->busy_s = sim->busy[g * N + R];
+        G->stall_swap_s = sim->stall_swap[g * N + R];
+        G->stall_boundary_s = sim->stall_boundary[g * N + R];
+        G->stall_optimizer_s = sim->stall_opt[g * N + R];
         if (G->out_of_memory) {
             S->out_of_memory = 1;
             if (S->oom_gpu < 0 || G->oom_time_s < S->gpus[S->oom_gpu].oom_time_s)
@@ -1275,14 +1275,14 @@ static void summarize(struct mpress_sim *sim)
         return;
     }
     for (int r = 0; r < sim->n_res; r++) {
-        const struct sim_resource *R = &sim->res[r];
-        if (!(R->bytes > 0))
+        const struct sim_resource *Rs = &sim->res[r];
+        if (!(Rs->bytes > 0))
             continue;
         struct mpress_sim_link *L = &S->links[S->n_links++];
-        snprintf(L->name, sizeof(L->name), "%s", R->name);
-        L->bytes_per_s = R->cap;
-        L->bytes = R->snap[N - 1] - (N > 1 ? R->snap[N - 2] : 0);
-        L->utilization = S->iteration_s > 0 ? L->bytes / (R->cap * S->iteration_s) : 0;
+        snprintf(L->name, sizeof(L->name), "%s", Rs->name);
+        L->bytes_per_s = Rs->cap;
+        L->bytes = Rs->snap[R] - (R > 0 ? Rs->snap[R - 1] : 0);
+        L->utilization = S->iteration_s > 0 ? L->bytes / (Rs->cap * S->iteration_s) : 0;
     }
 }
 
@@ -1315,7 +1315,10 @@ int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_optio
     sim->n_gpus = plan->topology.n_gpus;
     sim->n_stages = plan->n_stages;
     sim->M = plan->micro_batches;
-    sim->N = opt->iterations;
+    /* Async has no flush: the last iteration simulated is a drain with fewer forwards, so one
+     * more is simulated after the reported one to keep it in the steady state. */
+    sim->reported = opt->iterations - 1;
+    sim->N = opt->iterations + (plan->schedule == MPRESS_SCHEDULE_ASYNC ? 1 : 0);
     sim->init_mem = -1;
     for (int g = 0; g < MPRESS_MAX_GPUS; g++)
         sim->gpu_stage[g] = -1;

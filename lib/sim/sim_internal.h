@@ -73,6 +73,7 @@ struct sim_log {
 struct mpress_sim {
     const struct mpress_plan *plan;   /* borrowed: must outlive the result */
     int n_gpus, n_stages, M, N;
+    int reported;               /* index of the reported iteration */
     int stage_gpu[MPRESS_MAX_GPUS];
     int gpu_stage[MPRESS_MAX_GPUS];
 

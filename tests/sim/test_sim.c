@@ -467,6 +467,176 @@ static void test_rejects(void)
     CHECK(s == NULL);
 }
 
+
+/* Invariants over many random plans (seeded, so the run is reproducible): the replay finishes,
+ * no two tasks overlap on one compute stream, no task starts before it is ready, every byte
+ * allocated is freed by the end (each GPU returns to model states + reserve, the host to 0), and
+ * the steady-state iteration is no shorter than the busiest stage's compute. */
+static unsigned rng_state = 12345u;
+static unsigned rng(void)
+{
+    rng_state = rng_state * 1103515245u + 12345u;
+    return (rng_state >> 16) & 0x7fff;
+}
+
+static void test_random_invariants(void)
+{
+    enum { OPS = 12, GPUS = 4 };
+    static struct mpress_op ops[OPS];
+    static struct mpress_saved_tensor tens[OPS][3];
+    for (int trial = 0; trial < 60; trial++) {
+        struct mpress_plan p;
+        struct mpress_plan_stage stages[GPUS];
+        static struct mpress_plan_action acts[OPS * 3];
+        memset(&p, 0, sizeof(p));
+        memset(ops, 0, sizeof(ops));
+        int S = 1 + (int)(rng() % GPUS), M = 1 + (int)(rng() % 6);
+        p.profile.model.micro_batch = 1;
+        p.profile.n_ops = OPS;
+        p.profile.ops = ops;
+        int na = 0;
+        for (int o = 0; o < OPS; o++) {
+            ops[o].fwd_s = 0.001 * (1 + rng() % 9);
+            ops[o].bwd_s = 2 * ops[o].fwd_s;
+            ops[o].fwd_flops = 1e9;
+            ops[o].param_bytes = ops[o].grad_bytes = 1000000 * (1 + rng() % 5);
+            ops[o].optim_bytes = 6 * ops[o].param_bytes;
+            ops[o].workspace_bytes = 100000 * (rng() % 3);
+            ops[o].output_bytes = 1000000 * (rng() % 20);
+            ops[o].n_tensors = 1 + (int)(rng() % 3);
+            ops[o].tensors = tens[o];
+            snprintf(ops[o].name, sizeof(ops[o].name), "op%d", o);
+            for (int j = 0; j < ops[o].n_tensors; j++) {
+                snprintf(tens[o][j].id, sizeof(tens[o][j].id), "op%d.t%d", o, j);
+                tens[o][j].bytes = 1000000 * (1 + rng() % 50);
+                tens[o][j].recompute_s = 0.0005;
+                tens[o][j].recompute_op = o;
+            }
+        }
+        for (int k = 0; k < S; k++)
+            stages[k] = (struct mpress_plan_stage){OPS * k / S, OPS * (k + 1) / S - 1,
+                                                   (k + trial) % GPUS, (int)(rng() % 4 == 0)};
+        for (int o = 0; o < OPS; o++) {
+            int k = 0;
+            while (o > stages[k].last_op)
+                k++;
+            for (int j = 0; j < ops[o].n_tensors; j++) {
+                struct mpress_plan_action *a = &acts[na++];
+                memset(a, 0, sizeof(*a));
+                a->op = o;
+                a->tensor = j;
+                a->action = (enum mpress_action)(rng() % 4);
+                if (a->action == MPRESS_ACTION_D2D_SWAP && S == 1 && GPUS < 2)
+                    a->action = MPRESS_ACTION_KEEP;
+                a->evict_after_op = a->prefetch_before_op = -1;
+                if (a->action == MPRESS_ACTION_KEEP)
+                    continue;
+                a->evict_after_op = o + (int)(rng() % (stages[k].last_op - o + 1));
+                a->prefetch_before_op = o + (int)(rng() % (stages[k].last_op - o + 1));
+                if (a->action == MPRESS_ACTION_D2D_SWAP) {
+                    int g = stages[k].gpu;
+                    a->n_peers = 1 + (int)(rng() % 2);
+                    a->peers[0] = (g + 1) % GPUS;
+                    a->peers[1] = (g + 2) % GPUS;
+                    uint64_t b = tens[o][j].bytes;
+                    a->peer_bytes[0] = a->n_peers == 2 ? b / 3 : b;
+                    a->peer_bytes[1] = b - b / 3;
+                }
+            }
+        }
+        struct mpress_topology *t = &p.topology;
+        t->n_gpus = GPUS;
+        for (int g = 0; g < GPUS; g++) {
+            t->gpus[g].memory_bytes = 100 * GB;
+            t->gpus[g].reserve_bytes = GB / 4;
+            t->gpus[g].hbm_bytes_per_s = 1e12;
+            t->gpus[g].pcie_switch = g / 2;
+            t->gpus[g].socket = g / 2;
+            t->gpus[g].nvlink_ports = 6;
+        }
+        t->fabric = trial % 2 ? MPRESS_FABRIC_NVSWITCH : MPRESS_FABRIC_DIRECT;
+        for (int a = 0; a < GPUS; a++)
+            for (int b = 0; b < GPUS; b++)
+                t->nvlinks[a][b] = a == b ? 0 : t->fabric ? 6 : (a + b) % 3;
+        t->nvlink_bytes_per_s = 25e9;
+        t->pcie_bytes_per_s = 12e9;
+        t->n_switches = 2;
+        t->switches[0] = (struct mpress_topo_switch){12e9, 0};
+        t->switches[1] = (struct mpress_topo_switch){12e9, 1};
+        t->n_sockets = 2;
+        t->socket_link_bytes_per_s = 20e9;
+        t->host_memory_bytes = 1000 * GB;
+        t->host_memory_bytes_per_s = 1e11;
+        p.schedule = (enum mpress_schedule)(trial % 3);
+        p.micro_batches = M;
+        p.prefetch_lookahead = (int)(rng() % 4);
+        p.n_stages = S;
+        p.stages = stages;
+        p.n_actions = na;
+        p.actions = acts;
+        struct mpress_sim_options o;
+        mpress_sim_options_init(&o);
+        o.iterations = 2;
+        struct mpress_sim *s = NULL;
+        struct mpress_error err;
+        mpress_error_clear(&err);
+        int rc = mpress_sim_run(&p, &o, &s, &err);
+        CHECK_MSG(rc == 0, "trial %d: %s", trial, err.text);
+        if (rc)
+            continue;
+        const struct mpress_sim_summary *R = mpress_sim_summary_get(s);
+        int n = mpress_sim_task_count(s);
+        double last_end[GPUS] = {0};
+        int order_ok = 1, ready_ok = 1;
+        for (int i = 0; i < n; i++) {
+            const struct mpress_sim_task *T = mpress_sim_task_get(s, i);
+            ready_ok &= T->start_s >= T->ready_s - 1e-12 && T->end_s >= T->start_s;
+        }
+        /* compute tasks of a stage are laid out in stream order: each starts after the last */
+        for (int i = 0; i < n; i++) {
+            const struct mpress_sim_task *T = mpress_sim_task_get(s, i);
+            if (T->kind > MPRESS_SIM_OPTIMIZER || T->src < 0)
+                continue;
+            if (T->kind == MPRESS_SIM_OPTIMIZER && stages[T->stage].optimizer_on_host)
+                continue;
+            order_ok &= T->start_s >= last_end[T->src] - 1e-12;
+            last_end[T->src] = T->end_s;
+        }
+        CHECK_MSG(ready_ok, "trial %d: a task starts before it is ready", trial);
+        CHECK_MSG(order_ok, "trial %d: compute tasks overlap on a stream", trial);
+        for (int g = 0; g < GPUS; g++) {
+            uint64_t init = GB / 4;
+            for (int k = 0; k < S; k++)
+                if (stages[k].gpu == g)
+                    for (int q = stages[k].first_op; q <= stages[k].last_op; q++) {
+                        int versions = 1;
+                        if (p.schedule == MPRESS_SCHEDULE_ASYNC)
+                            versions = S - k < 3 * M ? S - k : 3 * M; /* 2 + 1 simulated */
+                        init += ops[q].param_bytes * versions + ops[q].grad_bytes +
+                                (stages[k].optimizer_on_host ? 0 : ops[q].optim_bytes);
+                    }
+            CHECK_MSG(mpress_sim_memory_at(s, g, R->total_s) == init,
+                      "trial %d gpu %d: %llu bytes left at the end, want %llu", trial, g,
+                      (unsigned long long)mpress_sim_memory_at(s, g, R->total_s),
+                      (unsigned long long)init);
+        }
+        uint64_t host = 0;
+        for (int k = 0; k < S; k++)
+            if (stages[k].optimizer_on_host)
+                for (int q = stages[k].first_op; q <= stages[k].last_op; q++)
+                    host += ops[q].optim_bytes + ops[q].grad_bytes;
+        CHECK_INT(mpress_sim_memory_at(s, -1, R->total_s), host);
+        for (int k = 0; k < S; k++) {
+            double c = 0;
+            for (int q = stages[k].first_op; q <= stages[k].last_op; q++)
+                c += ops[q].fwd_s + ops[q].bwd_s;
+            CHECK_MSG(R->iteration_s >= M * c - 1e-12, "trial %d: iteration %.6f < stage %d "
+                      "compute %.6f", trial, R->iteration_s, k, M * c);
+        }
+        mpress_sim_destroy(s);
+    }
+}
+
 int main(void)
 {
     test_no_saving();
@@ -479,5 +649,6 @@ int main(void)
     test_schedules_in_flight();
     test_out_of_memory();
     test_rejects();
+    test_random_invariants();
     return check_done();
 }
