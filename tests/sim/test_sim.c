@@ -468,6 +468,79 @@ static void test_rejects(void)
 }
 
 
+/* NVSwitch: any pair runs at full rate but a GPU's ports are shared by everything it sends.
+ * One port of 2 GB/s per GPU; stage 0 parks a 1 GB tensor as two 0.5 GB shares on gpus 2 and 1.
+ *   At 1: activation mb0 (1 GB, engine 0->1) and share 0 (engine 0->2) share gpu0's out port,
+ *   1 GB/s each: share 0 ends at 1.5; the activation has 0.5 GB left, alone at 2 GB/s -> 1.75.
+ *   Share 1 waits for the 0->1 engine: [1.75, 2.0]. */
+static void test_nvswitch_ports(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB);
+    struct mpress_topology *t = &f.plan.topology;
+    t->fabric = MPRESS_FABRIC_NVSWITCH;
+    for (int a = 0; a < 3; a++) {
+        t->gpus[a].nvlink_ports = 1;
+        for (int b = 0; b < 3; b++)
+            t->nvlinks[a][b] = a == b ? 0 : 1;
+    }
+    add_action(&f, 0, MPRESS_ACTION_D2D_SWAP);
+    f.actions[0].n_peers = 2;
+    f.actions[0].peers[0] = 2;
+    f.actions[0].peer_bytes[0] = GB / 2;
+    f.actions[0].peers[1] = 1;
+    f.actions[0].peer_bytes[1] = GB / 2;
+    struct mpress_sim *s = run(&f, 1);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_SEND_ACT, 0, 0, 0), 1, 1.75);
+    int n = mpress_sim_task_count(s), seen = 0;
+    for (int i = 0; i < n; i++) {
+        const struct mpress_sim_task *e = mpress_sim_task_get(s, i);
+        if (e->kind != MPRESS_SIM_EVICT || e->micro_batch != 0)
+            continue;
+        seen++;
+        if (e->part == 0)
+            CHECK_SPAN(e, 1, 1.5);
+        else
+            CHECK_SPAN(e, 1.75, 2.0);
+    }
+    CHECK_INT(seen, 2);
+    mpress_sim_destroy(s);
+}
+
+/* Without NVLink the boundary goes PCIe peer-to-peer; across sockets it crosses both switch
+ * uplinks and the socket link, the slowest of which (0.5 GB/s) sets the rate: 1 GB in 2 s.
+ *   s0 F0 [0,1], activation [1,3], s1 F0 [3,4]. */
+static void test_cross_socket_boundary(void)
+{
+    struct fixture f;
+    fixture_init(&f, 1, GB / 2);
+    struct mpress_topology *t = &f.plan.topology;
+    t->nvlinks[0][1] = t->nvlinks[1][0] = 0;
+    t->gpus[1].pcie_switch = 1;
+    t->gpus[1].socket = 1;
+    t->switches[1].socket = 1;
+    t->n_sockets = 2;
+    t->socket_link_bytes_per_s = 0.5e9;
+    struct mpress_sim *s = run(&f, 1);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_SEND_ACT, 0, 0, 0), 1, 3);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 1, 0, 0), 3, 4);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    int found = 0;
+    for (int i = 0; i < S->n_links; i++)
+        if (strcmp(S->links[i].name, "socket link 0->1") == 0 ||
+            strcmp(S->links[i].name, "switch0 uplink up") == 0 ||
+            strcmp(S->links[i].name, "switch1 uplink down") == 0) {
+            found++;
+            CHECK_NEAR(S->links[i].bytes, 1e9, 1e-9);
+        }
+    CHECK_INT(found, 3);
+    mpress_sim_destroy(s);
+}
+
 /* Invariants over many random plans (seeded, so the run is reproducible): the replay finishes,
  * no two tasks overlap on one compute stream, no task starts before it is ready, every byte
  * allocated is freed by the end (each GPU returns to model states + reserve, the host to 0), and
@@ -649,6 +722,8 @@ int main(void)
     test_schedules_in_flight();
     test_out_of_memory();
     test_rejects();
+    test_nvswitch_ports();
+    test_cross_socket_boundary();
     test_random_invariants();
     return check_done();
 }
