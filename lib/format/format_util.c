@@ -238,6 +238,28 @@ static int find_overflow(const struct mpress_json_doc *doc, const json_t *v, cha
     return 0;
 }
 
+void fmt_root_position(const struct mpress_json_doc *doc, struct mpress_error *err)
+{
+    if (!err || err->code != MPRESS_EINPUT || err->line > 0 || !doc->text || !doc->root ||
+        strcmp(err->file, doc->file) != 0)
+        return;
+    /* A member missing from the top-level object: point at that object's opening brace. */
+    const char *brace = strchr(doc->text, '{');
+    if (!brace)
+        return;
+    int line = 1, col = 1;
+    for (const char *c = doc->text; c < brace; c++) {
+        if (*c == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)*c & 0xC0) != 0x80) {
+            col++;
+        }
+    }
+    err->line = line;
+    err->column = col;
+}
+
 int fmt_doc_load(struct mpress_json_doc *doc, const char *file, struct mpress_error *err)
 {
     int rc = mpress_json_doc_load(doc, file, err);
