@@ -76,7 +76,8 @@ static int summarize_topology(const char *file, struct mpress_error *err)
         printf("%s: %d GPUs (%s), %d NVLink links between pairs", t.name, t.n_gpus, models,
                links);
     char mem[32];
-    printf(", %d PCIe switches, %d sockets, %s host memory\n", t.n_switches, t.n_sockets,
+    printf(", %d PCIe switch%s, %d socket%s, %s host memory\n", t.n_switches,
+           t.n_switches == 1 ? "" : "es", t.n_sockets, t.n_sockets == 1 ? "" : "s",
            human(t.host_memory_bytes, mem, sizeof(mem)));
     return 0;
 }
