@@ -106,6 +106,15 @@ int main(void)
     CHECK_INT(mpress_topology_save(f3, &bad, &err), MPRESS_ESYSTEM);
     CHECK(strstr(err.text, "nvlinks[0][1]: not symmetric") != NULL);
     CHECK(access(f3, F_OK) != 0);
+    /* Counts beyond the arrays and non-finite numbers cannot be written. */
+    bad = t;
+    bad.n_gpus = MPRESS_MAX_GPUS + 1;
+    CHECK(mpress_topology_to_json(&bad) == NULL);
+    CHECK_INT(mpress_topology_save(f3, &bad, &err), MPRESS_ESYSTEM);
+    CHECK(access(f3, F_OK) != 0);
+    bad = t;
+    bad.pcie_bytes_per_s = 1.0 / 0.0;
+    CHECK(mpress_topology_to_json(&bad) == NULL);
     /* Loading into *out leaves it untouched on error. */
     back = t;
     CHECK_INT(mpress_topology_load(test_path("nonexistent.json"), &back, &err), MPRESS_EINPUT);
