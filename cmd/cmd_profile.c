@@ -103,7 +103,7 @@ int cmd_profile(int argc, char **argv)
         if (strcmp(argv[i], "--") == 0 || strcmp(argv[i], "--probe-bandwidth") == 0)
             return cmd_profile_cupti(argc, argv);
 
-    int analytic = 0, list = 0, flash = 0;
+    int analytic = 0, list = 0, flash = 0, gpu_given = 0;
     const char *model = NULL, *model_file = NULL, *gpu_key = "v100", *out = "-";
     const char *import_kind = NULL, *import_file = NULL;
     const char *mb = NULL, *seq = NULL, *dtype = NULL, *optimizer = NULL;
@@ -132,6 +132,7 @@ int cmd_profile(int argc, char **argv)
             model = v;
         } else if ((v = opt_value(argc, argv, &i, "--gpu", &missing))) {
             gpu_key = v;
+            gpu_given = 1;
         } else if ((v = opt_value(argc, argv, &i, "--micro-batch", &missing))) {
             mb = v;
         } else if ((v = opt_value(argc, argv, &i, "--seq", &missing))) {
@@ -172,7 +173,7 @@ int cmd_profile(int argc, char **argv)
     mpress_error_clear(&err);
     int rc;
     if (import_kind) {
-        if (model || model_file || mb || seq || dtype || optimizer || flash)
+        if (model || model_file || mb || seq || dtype || optimizer || flash || gpu_given)
             return cli_usage(cmd, "model options do not apply to '--import'");
         if (strcmp(import_kind, "pipedream") != 0)
             return cli_usage(cmd, "unknown import kind '%s' (pipedream)", import_kind);
