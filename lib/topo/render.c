@@ -134,7 +134,7 @@ char *mpress_topology_render(const struct mpress_topology *t)
             i, g->model, gib(g->memory_bytes), gib(g->reserve_bytes), g->flops_fp16 / 1e12,
             g->flops_fp32 / 1e12, gb(g->hbm_bytes_per_s), g->nvlink_ports);
     }
-    put(&b, "Host: %d sockets, %.0f GiB memory, %.1f GB/s memory and %.2f TFLOP/s fp32 per "
+    put(&b, "Host: sockets %d, %.0f GiB memory, %.1f GB/s memory and %.2f TFLOP/s fp32 per "
             "socket, socket link %.1f GB/s per direction\n",
         t->n_sockets, gib(t->host_memory_bytes), gb(t->host_memory_bytes_per_s),
         t->cpu_flops / 1e12, gb(t->socket_link_bytes_per_s));
