@@ -42,7 +42,7 @@ static const struct mpress_model_op *find_op(const struct mpress_model *m, const
     return NULL;
 }
 
-/* Korthikanti et al. 2022, eq. (1) of section 4.1: s·b·h·(34 + 5·a·s/h) bytes per layer in
+/* Korthikanti et al. 2022, section 4.1, the per-layer total: s·b·h·(34 + 5·a·s/h) bytes in
  * 16-bit with 1-byte masks; flash attention leaves 34·s·b·h. In fp32 every 2-byte tensor is 4
  * bytes and the two sbh masks and the as²b mask stay 1: s·b·h·66 + 9·a·s²·b. */
 static void test_saved_bytes(void)
