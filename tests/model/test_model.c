@@ -101,6 +101,20 @@ static void test_flops(void)
         CHECK_NEAR(mpress_model_flops(&m), want, 0.01);
         mpress_model_finish(&m);
     }
+    /* BERT: the same layers plus the MLM transform (2·s·b·h²), the decoder (2·s·b·h·V) and the
+     * pooler + NSP classifier on the first token (2·b·h·(h + 2)), all times 3 */
+    const char *berts[] = {"bert-large", "megatron-bert-3.9b", "bert-tiny"};
+    for (int i = 0; i < 3; i++) {
+        struct mpress_model_config c = cfg(berts[i], 4, 0, NULL, 0);
+        struct mpress_model m;
+        struct mpress_error err;
+        CHECK_INT(mpress_model_build(&c, &m, &err), 0);
+        double B = c.micro_batch, s = c.seq, L = c.layers, h = c.hidden, V = c.vocab;
+        double fwd = L * (24 * B * s * h * h + 4 * B * s * s * h) + 2 * B * s * h * h +
+                     2 * B * s * h * V + 2 * B * h * (h + 2);
+        CHECK_NEAR(mpress_model_flops(&m), 3 * fwd, 1e-12);
+        mpress_model_finish(&m);
+    }
     /* Flash attention's backward recomputes the scores: more FLOPs than the formula, by
      * 0.5 x the attention forward 4·B·s²·h·L. */
     struct mpress_model_config c = cfg("gpt3-6.7b", 1, 0, NULL, 1);
