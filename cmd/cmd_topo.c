@@ -27,15 +27,17 @@ static void usage(FILE *out)
             "         listed on stderr as notes.\n"
             "\n"
             "Options:\n"
-            "  --gpus N      show: keep the first N GPUs (and the switches and sockets they use)\n"
-            "  --gpu TYPE    import: the GPU model, when the dump does not name it (nvidia-smi\n"
-            "                dumps never do); TYPE is one of:");
+            "  --gpus N          show: keep the first N GPUs (and the switches and sockets\n"
+            "                    they use); more than the server has is a usage error\n"
+            "  --gpu TYPE        import: the GPU model, instead of the one the dump names or\n"
+            "                    implies (nvidia-smi dumps never name it); TYPE is one of:\n"
+            "                   ");
     for (const struct mpress_gpu_spec *s = mpress_gpu_specs(); s->key; s++)
         fprintf(out, " %s", s->key);
     fprintf(out, "\n"
                  "  -o, --output OUT  import: write the topology to OUT (atomically) instead of\n"
-                 "                stdout; OUT must not be the input file\n"
-                 "  -h, --help    show this help\n\n" CLI_EXIT_CODES);
+                 "                    stdout; OUT must not be the input file\n"
+                 "  -h, --help        show this help\n\n" CLI_EXIT_CODES);
 }
 
 static int topo_list(int argc, char **argv)

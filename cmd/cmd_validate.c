@@ -19,9 +19,21 @@ static void help(void)
            "  -h, --help   show this help\n\n" CLI_EXIT_CODES);
 }
 
-static double gib(uint64_t bytes)
+/* Bytes in binary units, e.g. "3.86 MiB", into buf. */
+static const char *human(uint64_t bytes, char *buf, size_t size)
 {
-    return (double)bytes / (1024.0 * 1024.0 * 1024.0);
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+    else
+        snprintf(buf, size, "%.2f %s", v, units[u]);
+    return buf;
 }
 
 static int file_version(const char *file)
@@ -63,8 +75,10 @@ static int summarize_topology(const char *file, struct mpress_error *err)
     else
         printf("%s: %d GPUs (%s), %d NVLink links between pairs", t.name, t.n_gpus, models,
                links);
-    printf(", %d PCIe switches, %d sockets, %.0f GiB host memory\n", t.n_switches, t.n_sockets,
-           gib(t.host_memory_bytes));
+    char mem[32];
+    printf(", %d PCIe switch%s, %d socket%s, %s host memory\n", t.n_switches,
+           t.n_switches == 1 ? "" : "es", t.n_sockets, t.n_sockets == 1 ? "" : "s",
+           human(t.host_memory_bytes, mem, sizeof(mem)));
     return 0;
 }
 
@@ -76,10 +90,11 @@ static int summarize_profile(const char *file, struct mpress_error *err)
     int tensors = 0;
     for (int i = 0; i < p.n_ops; i++)
         tensors += p.ops[i].n_tensors;
-    printf("%s (%s, %s): %d ops, %" PRIu64 " parameters, %d saved tensors, %.3f GiB saved "
-           "per micro-batch\n",
+    char saved[32];
+    printf("%s (%s, %s): %d ops, %" PRIu64 " parameters, %d saved tensors, %s saved per "
+           "micro-batch\n",
            p.model.name, p.source, p.device, p.n_ops, mpress_profile_params(&p), tensors,
-           gib(mpress_profile_saved_bytes(&p)));
+           human(mpress_profile_saved_bytes(&p), saved, sizeof(saved)));
     mpress_profile_finish(&p);
     return 0;
 }
