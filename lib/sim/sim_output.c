@@ -356,6 +356,21 @@ char *mpress_sim_render(const struct mpress_sim *sim)
     }
     bprintf(&b, "(busy, swap and boundary stalls over the reported iteration; stalls count "
                 "compute waiting on a copy once the copy could start)\n");
+    int tight = -1;
+    for (int g = 0; g < S->n_gpus; g++)
+        if (S->gpus[g].capacity &&
+            (tight < 0 || (double)S->gpus[g].peak / S->gpus[g].capacity >
+                              (double)S->gpus[tight].peak / S->gpus[tight].capacity))
+            tight = g;
+    if (tight >= 0) {
+        const struct mpress_sim_gpu *G = &S->gpus[tight];
+        bprintf(&b, "fullest GPU: gpu %d at %.1f %% of capacity at %.4f s; largest residents:",
+                tight, 100.0 * G->peak / G->capacity, G->peak_time_s);
+        for (int r = 0; r < G->n_residents; r++)
+            bprintf(&b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
+                    G->residents[r].bytes / 1e9);
+        bprintf(&b, "\n");
+    }
     if (S->n_links) {
         bprintf(&b, "\n%-26s %10s %12s %8s\n", "link (reported iteration)", "GB/s", "GB moved",
                 "util");
