@@ -1252,6 +1252,8 @@ static void summarize(struct mpress_sim *sim)
             (sim->model_flops_per_iter + sim->recompute_flops_per_iter) / S->iteration_s / 1e12;
     }
     S->oom_gpu = -1;
+    S->host_capacity = sim->capacity[sim->n_gpus];
+    S->host_out_of_memory = S->host_capacity > 0 && S->host_peak > S->host_capacity;
     for (int g = 0; g < sim->n_gpus; g++) {
         struct mpress_sim_gpu *G = &S->gpus[g];
         G->busy_s = sim->busy[g * N + R];

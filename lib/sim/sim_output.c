@@ -238,6 +238,8 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
                                     "counted; hardware_tflops adds the forward FLOPs that "
                                     "recompute runs again"));
     json_object_set_new(root, "host_peak_bytes", json_integer((json_int_t)S->host_peak));
+    json_object_set_new(root, "host_capacity_bytes", json_integer((json_int_t)S->host_capacity));
+    json_object_set_new(root, "host_out_of_memory", json_boolean(S->host_out_of_memory));
 
     json_t *gpus = json_array();
     for (int g = 0; g < S->n_gpus; g++) {
@@ -304,10 +306,15 @@ static void fmt_diff(char *out, size_t size, double sim, double pred)
 char *mpress_sim_oom_text(const struct mpress_sim *sim)
 {
     const struct mpress_sim_summary *S = &sim->summary;
+    struct buf b = {0};
+    if (!S->out_of_memory && S->host_out_of_memory) {
+        bprintf(&b, "out of pinned host memory: peak %.3f GB of %.3f GB (host swaps and host "
+                    "optimizer states)", S->host_peak / 1e9, S->host_capacity / 1e9);
+        return bdone(&b);
+    }
     if (!S->out_of_memory)
         return NULL;
     const struct mpress_sim_gpu *G = &S->gpus[S->oom_gpu];
-    struct buf b = {0};
     bprintf(&b, "out of memory on gpu %d at %.6f s: peak %.3f GB of %.3f GB capacity; largest "
                 "residents at the peak:", S->oom_gpu, G->oom_time_s, G->peak / 1e9,
             G->capacity / 1e9);
@@ -381,7 +388,8 @@ char *mpress_sim_render(const struct mpress_sim *sim)
         }
     }
     if (S->host_peak)
-        bprintf(&b, "\npinned host memory at peak: %.3f GB\n", S->host_peak / 1e9);
+        bprintf(&b, "\npinned host memory at peak: %.3f GB of %.3f GB%s\n", S->host_peak / 1e9,
+                S->host_capacity / 1e9, S->host_out_of_memory ? "  OUT OF MEMORY" : "");
     return bdone(&b);
 }
 

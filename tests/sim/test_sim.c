@@ -212,6 +212,19 @@ static void test_host_swap_fits(void)
     CHECK_INT(mpress_sim_memory_at(s, -1, 1.25), GB / 2);       /* mb0 lands from the start */
     CHECK_INT(mpress_sim_memory_at(s, -1, 7.75), 0);
     CHECK_INT(S->host_peak, GB);                                /* both at once in [2,2.5) */
+    CHECK(!S->host_out_of_memory);
+    mpress_sim_destroy(s);
+    /* with 0.9 GB of host memory the two parked micro-batches do not fit */
+    f.plan.topology.host_memory_bytes = 9 * GB / 10;
+    s = run(&f, 1);
+    if (!s)
+        return;
+    S = mpress_sim_summary_get(s);
+    CHECK(S->host_out_of_memory && !S->out_of_memory);
+    char *txt = mpress_sim_oom_text(s);
+    CHECK(txt && strcmp(txt, "out of pinned host memory: peak 1.000 GB of 0.900 GB (host swaps "
+                             "and host optimizer states)") == 0);
+    free(txt);
     mpress_sim_destroy(s);
 }
 

@@ -78,6 +78,8 @@ struct mpress_sim_summary {
     int out_of_memory;          /* any GPU */
     int oom_gpu;                /* first GPU to run out (by time), -1 if none */
     uint64_t host_peak;         /* pinned host memory: host swaps and host optimizer states */
+    uint64_t host_capacity;     /* the topology's host memory; 0 = unknown, not checked */
+    int host_out_of_memory;     /* host_peak > host_capacity */
     int n_gpus;
     struct mpress_sim_gpu gpus[MPRESS_MAX_GPUS];
     int n_links;                /* links that carried bytes at any time in the run */
@@ -144,7 +146,8 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim);
 char *mpress_sim_trace(const struct mpress_sim *sim);
 char *mpress_sim_svg(const struct mpress_sim *sim);
 char *mpress_sim_render(const struct mpress_sim *sim);
-/* "out of memory on gpu G at T s: peak P of capacity C; largest residents: ..." or NULL. */
+/* "out of memory on gpu G at T s: peak P of capacity C; largest residents: ..." (or the same
+ * for pinned host memory), or NULL when everything fits. */
 char *mpress_sim_oom_text(const struct mpress_sim *sim);
 
 /* `mpress explain`: the plan in words and tables, from the plan alone (no simulation). */
