@@ -554,6 +554,30 @@ static void test_cross_socket_boundary(void)
     mpress_sim_destroy(s);
 }
 
+/* Stage 1 steps on the CPU: its 0.1 GB of gradients go down at 1 GB/s (0.1 s), the CPU step
+ * touches grad + 2 x optim + param = 0.2 GB at 10 GB/s (0.02 s), the 0.1 GB of weights come
+ * back (0.1 s): after B1 ends at 7.5, [7.5,7.6], [7.6,7.62], [7.62,7.72]. The next iteration's
+ * F0 on stage 1 also needs activation 0 (11.75), so the iteration stays 10.25 s. Host memory
+ * holds the stage's gradient landing zone (0.1 GB; its optimizer states are 0 here). */
+static void test_host_optimizer(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB / 2);
+    f.stages[1].optimizer_on_host = 1;
+    struct mpress_sim *s = run(&f, 2);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_GRAD_D2H, 1, 0, -1), 7.5, 7.6);
+    CHECK_SPAN(find(s, MPRESS_SIM_OPTIMIZER, 1, 0, -1), 7.6, 7.62);
+    CHECK_SPAN(find(s, MPRESS_SIM_WEIGHTS_H2D, 1, 0, -1), 7.62, 7.72);
+    CHECK_INT(find(s, MPRESS_SIM_OPTIMIZER, 1, 0, -1)->src, -1);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK_NEAR(S->iteration_s, 10.25, 1e-9);
+    CHECK_INT(S->host_peak, GB / 10);
+    CHECK_INT(mpress_sim_memory_at(s, 1, 0), 7 * GB / 10);
+    mpress_sim_destroy(s);
+}
+
 /* Invariants over many random plans (seeded, so the run is reproducible): the replay finishes,
  * no two tasks overlap on one compute stream, no task starts before it is ready, every byte
  * allocated is freed by the end (each GPU returns to model states + reserve, the host to 0), and
@@ -736,6 +760,7 @@ int main(void)
     test_out_of_memory();
     test_rejects();
     test_nvswitch_ports();
+    test_host_optimizer();
     test_cross_socket_boundary();
     test_random_invariants();
     return check_done();
