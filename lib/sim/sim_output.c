@@ -256,6 +256,19 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
             json_object_set_new(bd, mpress_sim_mem_kind_name((enum mpress_sim_mem_kind)k),
                                 json_integer((json_int_t)G->at_peak[k]));
         json_object_set_new(o, "at_peak", bd);
+        if (P) {
+            /* the plan's breakdown at its predicted peak, to see which kind disagrees */
+            json_t *pb = json_object();
+            json_object_set_new(pb, "weights", json_integer((json_int_t)P->weights));
+            json_object_set_new(pb, "gradients", json_integer((json_int_t)P->gradients));
+            json_object_set_new(pb, "optimizer", json_integer((json_int_t)P->optimizer));
+            json_object_set_new(pb, "activations", json_integer((json_int_t)P->activations));
+            json_object_set_new(pb, "parked", json_integer((json_int_t)P->parked));
+            json_object_set_new(pb, "working", json_integer((json_int_t)P->working));
+            json_object_set_new(pb, "buffers", json_integer((json_int_t)P->buffers));
+            json_object_set_new(pb, "reserve", json_integer((json_int_t)P->reserve));
+            json_object_set_new(o, "predicted_breakdown", pb);
+        }
         json_object_set_new(o, "residents", residents_json(G));
         json_object_set_new(o, "out_of_memory", json_boolean(G->out_of_memory));
         json_object_set_new(o, "oom_time_s", G->out_of_memory ? json_real(G->oom_time_s)
