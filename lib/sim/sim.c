@@ -692,6 +692,7 @@ static int lay_swaps(struct mpress_sim *sim, struct layout *L, struct mpress_err
     const struct mpress_plan *plan = sim->plan;
     const struct mpress_profile *pr = &plan->profile;
     int n_ops = pr->n_ops, H = sim->n_gpus;
+    int *trig_pairs = NULL, cap_pairs = 0, n_pairs = 0;
     for (int ai = 0; ai < plan->n_actions; ai++) {
         const struct mpress_plan_action *a = &plan->actions[ai];
         if (a->action != MPRESS_ACTION_HOST_SWAP && a->action != MPRESS_ACTION_D2D_SWAP)
@@ -715,8 +716,10 @@ static int lay_swaps(struct mpress_sim *sim, struct layout *L, struct mpress_err
                 int pdev = peer < 0 ? H : peer;
                 int ev = lay_transfer(sim, MPRESS_SIM_EVICT, k, it, m, a->op, g, peer,
                                       (double)bytes, err);
-                if (ev < 0)
+                if (ev < 0) {
+                    free(trig_pairs);
                     return -1;
+                }
                 struct sim_task *E = &sim->tasks[ev];
                 E->pub.action = ai;
                 E->pub.part = q;
@@ -732,8 +735,10 @@ static int lay_swaps(struct mpress_sim *sim, struct layout *L, struct mpress_err
 
                 int pf = lay_transfer(sim, MPRESS_SIM_PREFETCH, k, it, m, a->op, peer, g,
                                       (double)bytes, err);
-                if (pf < 0)
+                if (pf < 0) {
+                    free(trig_pairs);
                     return -1;
+                }
                 struct sim_task *P = &sim->tasks[pf];
                 P->pub.action = ai;
                 P->pub.part = q;
@@ -745,11 +750,22 @@ static int lay_swaps(struct mpress_sim *sim, struct layout *L, struct mpress_err
                 add_mem(sim, &P->mem_end, pdev, MPRESS_SIM_MEM_PARKED, g, it, m,
                         -(int64_t)bytes);
                 add_edge(sim, ev, pf);
-                add_edge(sim, L->bslot_pred[u * n_ops + trig], pf);
                 add_edge(sim, pf, L->bwd[u * n_ops + p]);
+                if (grow((void **)&trig_pairs, &cap_pairs, 2 * n_pairs + 2, sizeof(int))) {
+                    free(trig_pairs);
+                    return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+                }
+                trig_pairs[2 * n_pairs] = L->bslot_pred[u * n_ops + trig];
+                trig_pairs[2 * n_pairs + 1] = pf;
+                n_pairs++;
             }
         }
     }
+    /* Prefetches that one task releases queue on their engine in the order the backward needs
+     * them: the highest op first, so the trigger edges go in reverse profile order. */
+    for (int i = n_pairs - 1; i >= 0; i--)
+        add_edge(sim, trig_pairs[2 * i], trig_pairs[2 * i + 1]);
+    free(trig_pairs);
     return sim->failed ? -1 : 0;
 }
 
