@@ -1,0 +1,102 @@
+/* The planner: one cost-model evaluator (docs/cost-model.md, "Planner cost model"), the
+ * baseline policies built on it, and the GLPK MILP that chooses stages, the stage -> GPU
+ * mapping, one action per saved tensor and the optimizer placement. */
+#ifndef MPRESS_PLANNER_H
+#define MPRESS_PLANNER_H
+
+#include <stdint.h>
+#include "mpress/error.h"
+#include "mpress/plan.h"
+#include "mpress/profile.h"
+#include "mpress/topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A full decision: stages (op ranges, GPUs, optimizer placement) and one action per saved
+ * tensor in profile order (actions[j] for the j-th tensor counting op by op). */
+struct mpress_assignment {
+    int n_stages;
+    struct mpress_plan_stage stages[MPRESS_MAX_GPUS];
+    int n_actions;
+    struct mpress_plan_action *actions; /* malloc'd by mpress_assignment_init */
+};
+
+/* Allocates one keep action per saved tensor of p (stages left empty). */
+int mpress_assignment_init(struct mpress_assignment *a, const struct mpress_profile *p,
+                           struct mpress_error *err);
+void mpress_assignment_finish(struct mpress_assignment *a); /* accepts zeroed structs */
+
+/* What the cost model predicts for one assignment. */
+struct mpress_plan_eval {
+    int fits;                   /* every GPU and the host within capacity */
+    int short_gpu;              /* GPU most over capacity, -1 when none (see host_short) */
+    uint64_t short_bytes;       /* by how much */
+    uint64_t host_bytes, host_short; /* host memory used by swaps and optimizer states */
+    double iteration_s, cycle_s, fill_drain_s, tail_s, samples_per_s;
+    double stage_s[MPRESS_MAX_GPUS];  /* per micro-batch compute of each stage */
+    int n_gpus;
+    struct mpress_plan_gpu gpus[MPRESS_MAX_GPUS];
+    uint64_t action_bytes[4];   /* saved bytes per micro-batch by enum mpress_action */
+    char bottleneck[64];        /* what sets the cycle: "stage 2 compute", "nvlink 0-3", ... */
+};
+
+/* The cost model. topo is already restricted to the GPUs in use. Returns MPRESS_EINPUT (with
+ * the reason in err) when the assignment is malformed; a plan that does not fit is still
+ * evaluated (ev->fits = 0). */
+int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
+                         enum mpress_schedule schedule, int micro_batches,
+                         const struct mpress_assignment *a, struct mpress_plan_eval *ev,
+                         struct mpress_error *err);
+
+/* Which op boundaries a stage cut may use. */
+enum mpress_cuts {
+    MPRESS_CUTS_AUTO = 0,   /* layer boundaries when the profile has layers, else every op */
+    MPRESS_CUTS_OPS = 1,    /* after any op */
+    MPRESS_CUTS_LAYERS = 2, /* only where ops[i].layer != ops[i+1].layer */
+};
+
+struct mpress_plan_options {
+    enum mpress_schedule schedule;
+    int micro_batches;
+    char policy[16];            /* "ilp" | "greedy" | "recompute" | "swap" | "none" */
+    enum mpress_cuts cuts;
+    double time_limit_s;        /* 0: none (wall clock: never used for goldens) */
+    long node_limit;            /* stop after this many branch-and-bound nodes, 0: none */
+    double mip_gap;             /* relative gap at which the MILP stops */
+    const char *dump_lp;        /* write the MILP in CPLEX LP format here, NULL: no */
+    /* Optional: called now and then during a MILP solve with incumbent (seconds, or a
+     * negative value when there is none yet), best bound and relative gap. */
+    void (*progress)(void *ctx, double incumbent, double bound, double gap);
+    void *progress_ctx;
+};
+
+/* Defaults: 1f1b, 16 micro-batches, ilp, automatic cuts, no limits, gap 1e-4. */
+void mpress_plan_options_init(struct mpress_plan_options *o);
+
+/* Builds the assignment of one baseline policy ("none", "recompute", "swap", "greedy") and
+ * evaluates it. Returns 0 with ev->fits telling whether it fits. */
+int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_topology *topo,
+                         const struct mpress_plan_options *o, const char *policy,
+                         struct mpress_assignment *out, struct mpress_plan_eval *ev,
+                         struct mpress_error *err);
+
+/* Solves the MILP. On success fills out (re-evaluate it with mpress_plan_evaluate) and stats
+ * (objective is the MILP's predicted iteration time). MPRESS_EINFEASIBLE when nothing fits;
+ * MPRESS_ESYSTEM on a solver failure or when a limit stopped it before any solution. */
+int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    const struct mpress_plan_options *o, struct mpress_assignment *out,
+                    struct mpress_plan_solver *stats, struct mpress_error *err);
+
+/* The whole `mpress plan`: baselines, the chosen policy, evaluation, and a plan with embedded
+ * copies of p and topo (already restricted). Infeasible: MPRESS_EINFEASIBLE and err names the
+ * GPU that is short and by how many bytes in the closest baseline's evaluation. */
+int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, struct mpress_plan *out,
+                       struct mpress_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

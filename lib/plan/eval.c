@@ -1,0 +1,367 @@
+/* The planner's cost model as one evaluator: memory per GPU, link loads, cycle and iteration
+ * time of a full assignment. docs/cost-model.md ("Planner cost model") states every formula
+ * used here; the MILP in ilp.c is a linear form of the same model and the baselines call this
+ * evaluator directly. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+double plan_nvlink_bw(const struct mpress_topology *t, int a, int b)
+{
+    return mpress_topology_p2p_bytes_per_s(t, a, b);
+}
+
+double plan_port_bw(const struct mpress_topology *t, int g)
+{
+    int ports = t->gpus[g].nvlink_ports;
+    if (ports <= 0)
+        for (int j = 0; j < t->n_gpus; j++)
+            if (t->nvlinks[g][j] > ports)
+                ports = t->nvlinks[g][j];
+    return ports * t->nvlink_bytes_per_s;
+}
+
+double plan_boundary_bw(const struct mpress_topology *t, int a, int b)
+{
+    double nv = plan_nvlink_bw(t, a, b);
+    return nv > 0 ? nv : t->pcie_bytes_per_s;
+}
+
+double plan_host_bw(const struct mpress_topology *t)
+{
+    int sockets = t->n_sockets > 0 ? t->n_sockets : 1;
+    return sockets * t->host_memory_bytes_per_s;
+}
+
+int plan_count_tensors(const struct mpress_profile *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_ops; i++)
+        n += p->ops[i].n_tensors;
+    return n;
+}
+
+int mpress_assignment_init(struct mpress_assignment *a, const struct mpress_profile *p,
+                           struct mpress_error *err)
+{
+    memset(a, 0, sizeof(*a));
+    int n = plan_count_tensors(p);
+    a->actions = calloc(n > 0 ? (size_t)n : 1, sizeof(*a->actions));
+    if (!a->actions)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    a->n_actions = n;
+    int j = 0;
+    for (int i = 0; i < p->n_ops; i++)
+        for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+            a->actions[j].op = i;
+            a->actions[j].tensor = t;
+            a->actions[j].action = MPRESS_ACTION_KEEP;
+            a->actions[j].evict_after_op = -1;
+            a->actions[j].prefetch_before_op = -1;
+        }
+    return 0;
+}
+
+void mpress_assignment_finish(struct mpress_assignment *a)
+{
+    if (!a)
+        return;
+    free(a->actions);
+    memset(a, 0, sizeof(*a));
+}
+
+/* Checks the assignment's shape; the messages name what is wrong. */
+static int check_assignment(const struct mpress_profile *p, const struct mpress_topology *topo,
+                            const struct mpress_assignment *a, struct mpress_error *err)
+{
+    int S = a->n_stages;
+    if (S < 1 || S > topo->n_gpus)
+        return mpress_error_set(err, MPRESS_EINPUT, "%d stages on %d GPUs", S, topo->n_gpus);
+    int used[MPRESS_MAX_GPUS] = {0};
+    int next = 0;
+    for (int k = 0; k < S; k++) {
+        const struct mpress_plan_stage *st = &a->stages[k];
+        if (st->first_op != next || st->last_op < st->first_op || st->last_op >= p->n_ops)
+            return mpress_error_set(err, MPRESS_EINPUT,
+                                    "stage %d: op range %d..%d is not contiguous after op %d",
+                                    k, st->first_op, st->last_op, next - 1);
+        if (st->gpu < 0 || st->gpu >= topo->n_gpus || used[st->gpu]++)
+            return mpress_error_set(err, MPRESS_EINPUT, "stage %d: gpu %d unknown or reused", k,
+                                    st->gpu);
+        next = st->last_op + 1;
+    }
+    if (next != p->n_ops)
+        return mpress_error_set(err, MPRESS_EINPUT, "stages end at op %d of %d", next - 1,
+                                p->n_ops);
+    if (a->n_actions != plan_count_tensors(p))
+        return mpress_error_set(err, MPRESS_EINPUT, "%d actions for %d saved tensors",
+                                a->n_actions, plan_count_tensors(p));
+    int j = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        int k = 0;
+        while (a->stages[k].last_op < i)
+            k++;
+        for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+            const struct mpress_plan_action *ac = &a->actions[j];
+            if (ac->op != i || ac->tensor != t)
+                return mpress_error_set(err, MPRESS_EINPUT,
+                                        "action %d is for op %d tensor %d, expected %d/%d", j,
+                                        ac->op, ac->tensor, i, t);
+            if (ac->action < MPRESS_ACTION_KEEP || ac->action > MPRESS_ACTION_D2D_SWAP)
+                return mpress_error_set(err, MPRESS_EINPUT, "action %d: unknown kind", j);
+            if (ac->action != MPRESS_ACTION_D2D_SWAP)
+                continue;
+            uint64_t sum = 0;
+            if (ac->n_peers < 1 || ac->n_peers > topo->n_gpus)
+                return mpress_error_set(err, MPRESS_EINPUT, "action %d: d2d with %d peers", j,
+                                        ac->n_peers);
+            for (int q = 0; q < ac->n_peers; q++) {
+                int g = ac->peers[q];
+                if (g < 0 || g >= topo->n_gpus || plan_nvlink_bw(topo, a->stages[k].gpu, g) <= 0)
+                    return mpress_error_set(err, MPRESS_EINPUT,
+                                            "action %d: gpu %d is no NVLink peer of gpu %d", j,
+                                            g, a->stages[k].gpu);
+                sum += ac->peer_bytes[q];
+            }
+            if (sum != p->ops[i].tensors[t].bytes)
+                return mpress_error_set(err, MPRESS_EINPUT,
+                                        "action %d: peer shares sum to %llu of %llu bytes", j,
+                                        (unsigned long long)sum,
+                                        (unsigned long long)p->ops[i].tensors[t].bytes);
+        }
+    }
+    return 0;
+}
+
+static void set_bottleneck(struct mpress_plan_eval *ev, double t, const char *what)
+{
+    if (t > ev->cycle_s) {
+        ev->cycle_s = t;
+        snprintf(ev->bottleneck, sizeof(ev->bottleneck), "%s", what);
+    }
+}
+
+int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
+                         enum mpress_schedule schedule, int micro_batches,
+                         const struct mpress_assignment *a, struct mpress_plan_eval *ev,
+                         struct mpress_error *err)
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->short_gpu = -1;
+    if (micro_batches < 1)
+        return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be at least 1");
+    int rc = check_assignment(p, topo, a, err);
+    if (rc)
+        return rc;
+
+    const int S = a->n_stages, G = topo->n_gpus, M = micro_batches;
+    /* Per stage (per micro-batch unless said otherwise). */
+    double comp[MPRESS_MAX_GPUS] = {0};
+    uint64_t pb[MPRESS_MAX_GPUS] = {0}, gb[MPRESS_MAX_GPUS] = {0}, ob[MPRESS_MAX_GPUS] = {0};
+    uint64_t act[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
+    uint64_t host[MPRESS_MAX_GPUS] = {0}, ws[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
+    /* d2d[k][g]: bytes per micro-batch stage k parks on GPU g. */
+    static const uint64_t zero_row[MPRESS_MAX_GPUS];
+    uint64_t(*d2d)[MPRESS_MAX_GPUS] = calloc(MPRESS_MAX_GPUS, sizeof(zero_row));
+    if (!d2d)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+
+    int j = 0;
+    for (int k = 0; k < S; k++) {
+        const struct mpress_plan_stage *st = &a->stages[k];
+        for (int i = st->first_op; i <= st->last_op; i++) {
+            const struct mpress_op *op = &p->ops[i];
+            comp[k] += op->fwd_s + op->bwd_s;
+            pb[k] += op->param_bytes;
+            gb[k] += op->grad_bytes;
+            ob[k] += op->optim_bytes;
+            if (op->workspace_bytes > ws[k])
+                ws[k] = op->workspace_bytes;
+            for (int t = 0; t < op->n_tensors; t++, j++) {
+                const struct mpress_saved_tensor *ts = &op->tensors[t];
+                const struct mpress_plan_action *ac = &a->actions[j];
+                act[k] += ts->bytes;
+                ev->action_bytes[ac->action] += ts->bytes;
+                if (ac->action == MPRESS_ACTION_KEEP)
+                    continue;
+                evicted[k] += ts->bytes;
+                if (ac->action == MPRESS_ACTION_RECOMPUTE)
+                    comp[k] += ts->recompute_s;
+                else if (ac->action == MPRESS_ACTION_HOST_SWAP)
+                    host[k] += ts->bytes;
+                else
+                    for (int q = 0; q < ac->n_peers; q++)
+                        d2d[k][ac->peers[q]] += ac->peer_bytes[q];
+            }
+        }
+        out[k] = k + 1 < S ? p->ops[st->last_op].output_bytes : 0;
+    }
+
+    /* Memory per GPU. */
+    ev->n_gpus = G;
+    for (int g = 0; g < G; g++) {
+        struct mpress_plan_gpu *mg = &ev->gpus[g];
+        mg->gpu = g;
+        mg->stage = -1;
+        mg->capacity = topo->gpus[g].memory_bytes;
+        mg->reserve = topo->gpus[g].reserve_bytes;
+    }
+    for (int k = 0; k < S; k++) {
+        int n = plan_in_flight(schedule, S, k, M);
+        struct mpress_plan_gpu *mg = &ev->gpus[a->stages[k].gpu];
+        mg->stage = k;
+        mg->weights = pb[k] * (uint64_t)plan_weight_versions(schedule, S, k, M);
+        mg->gradients = gb[k];
+        mg->optimizer = a->stages[k].optimizer_on_host ? 0 : ob[k];
+        mg->activations = (uint64_t)n * (act[k] - evicted[k]);
+        mg->working = evicted[k] + ws[k];
+        mg->buffers = 2 * (out[k] + (k > 0 ? out[k - 1] : 0));
+        for (int g = 0; g < G; g++)
+            ev->gpus[g].parked += (uint64_t)n * d2d[k][g];
+        ev->host_bytes += (uint64_t)n * host[k];
+        if (a->stages[k].optimizer_on_host)
+            ev->host_bytes += ob[k];
+    }
+    ev->fits = 1;
+    for (int g = 0; g < G; g++) {
+        struct mpress_plan_gpu *mg = &ev->gpus[g];
+        mg->peak = mg->weights + mg->gradients + mg->optimizer + mg->activations + mg->parked +
+                   mg->working + mg->buffers + mg->reserve;
+        if (mg->peak > mg->capacity) {
+            ev->fits = 0;
+            if (mg->peak - mg->capacity > ev->short_bytes) {
+                ev->short_bytes = mg->peak - mg->capacity;
+                ev->short_gpu = g;
+            }
+        }
+    }
+    /* A host without a stated memory size is not checked. */
+    if (topo->host_memory_bytes > 0 && ev->host_bytes > topo->host_memory_bytes) {
+        ev->fits = 0;
+        ev->host_short = ev->host_bytes - topo->host_memory_bytes;
+    }
+
+    /* Link loads per micro-batch, per direction (each transfer has an equal reverse one:
+     * evict/prefetch, activation/gradient), and the cycle. */
+    char what[64];
+    ev->cycle_s = 0;
+    for (int k = 0; k < S; k++) {
+        ev->stage_s[k] = comp[k];
+        snprintf(what, sizeof(what), "stage %d compute", k);
+        set_bottleneck(ev, comp[k], what);
+    }
+    int stage_of[MPRESS_MAX_GPUS];
+    for (int g = 0; g < G; g++)
+        stage_of[g] = ev->gpus[g].stage;
+    double pcie_load[MPRESS_MAX_GPUS] = {0};
+    for (int g = 0; g < G; g++)
+        if (stage_of[g] >= 0)
+            pcie_load[g] = (double)host[stage_of[g]];
+    /* Boundary transfers: NVLink when the pair has it, else PCIe at both ends. */
+    for (int k = 0; k + 1 < S; k++) {
+        int ga = a->stages[k].gpu, gb2 = a->stages[k + 1].gpu;
+        if (plan_nvlink_bw(topo, ga, gb2) <= 0) {
+            pcie_load[ga] += (double)out[k];
+            pcie_load[gb2] += (double)out[k];
+        }
+    }
+    if (topo->fabric == MPRESS_FABRIC_NVSWITCH) {
+        for (int g = 0; g < G; g++) {
+            double load = 0;
+            for (int q = 0; q < G; q++) {
+                if (stage_of[g] >= 0)
+                    load += (double)d2d[stage_of[g]][q];
+                if (stage_of[q] >= 0)
+                    load += (double)d2d[stage_of[q]][g];
+            }
+            int k = stage_of[g];
+            if (k >= 0)
+                load += (double)out[k] + (k > 0 ? (double)out[k - 1] : 0);
+            double bw = plan_port_bw(topo, g);
+            if (load > 0 && bw > 0) {
+                snprintf(what, sizeof(what), "nvswitch port gpu %d", g);
+                set_bottleneck(ev, load / bw, what);
+            }
+        }
+    } else {
+        for (int x = 0; x < G; x++)
+            for (int y = x + 1; y < G; y++) {
+                double bw = plan_nvlink_bw(topo, x, y);
+                if (bw <= 0)
+                    continue;
+                double load = 0;
+                if (stage_of[x] >= 0)
+                    load += (double)d2d[stage_of[x]][y];
+                if (stage_of[y] >= 0)
+                    load += (double)d2d[stage_of[y]][x];
+                for (int k = 0; k + 1 < S; k++) {
+                    int ga = a->stages[k].gpu, gb2 = a->stages[k + 1].gpu;
+                    if ((ga == x && gb2 == y) || (ga == y && gb2 == x))
+                        load += (double)out[k];
+                }
+                snprintf(what, sizeof(what), "nvlink %d-%d", x, y);
+                if (load > 0)
+                    set_bottleneck(ev, load / bw, what);
+            }
+    }
+    double uplink[MPRESS_MAX_GPUS] = {0};
+    for (int g = 0; g < G; g++) {
+        if (pcie_load[g] <= 0)
+            continue;
+        snprintf(what, sizeof(what), "pcie gpu %d", g);
+        set_bottleneck(ev, pcie_load[g] / topo->pcie_bytes_per_s, what);
+        int w = topo->gpus[g].pcie_switch;
+        if (w >= 0 && w < topo->n_switches)
+            uplink[w] += pcie_load[g];
+    }
+    for (int w = 0; w < topo->n_switches; w++)
+        if (uplink[w] > 0 && topo->switches[w].uplink_bytes_per_s > 0) {
+            snprintf(what, sizeof(what), "pcie switch %d uplink", w);
+            set_bottleneck(ev, uplink[w] / topo->switches[w].uplink_bytes_per_s, what);
+        }
+
+    /* Fill and drain: one micro-batch through every stage, forward and backward, with the
+     * boundary transfers in both directions. */
+    ev->fill_drain_s = 0;
+    for (int k = 0; k < S; k++) {
+        ev->fill_drain_s += comp[k];
+        if (k + 1 < S)
+            ev->fill_drain_s +=
+                2.0 * (double)out[k] / plan_boundary_bw(topo, a->stages[k].gpu,
+                                                        a->stages[k + 1].gpu);
+    }
+
+    /* Optimizer tail, once per iteration: GPU steps run in parallel; host steps first move
+     * gradients down and weights back over PCIe (the slowest one counts), then share the
+     * host memory bandwidth. */
+    double host_touch = 0, host_xfer = 0;
+    ev->tail_s = 0;
+    for (int k = 0; k < S; k++) {
+        double touch = plan_optimizer_bytes(pb[k], gb[k], ob[k]);
+        if (a->stages[k].optimizer_on_host) {
+            host_touch += touch;
+            double x = (double)(gb[k] + pb[k]) / topo->pcie_bytes_per_s;
+            if (x > host_xfer)
+                host_xfer = x;
+        } else {
+            double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;
+            double t = hbm > 0 ? touch / hbm : 0;
+            if (t > ev->tail_s)
+                ev->tail_s = t;
+        }
+    }
+    if (host_touch > 0) {
+        double t = host_xfer + host_touch / plan_host_bw(topo);
+        if (t > ev->tail_s)
+            ev->tail_s = t;
+    }
+
+    ev->iteration_s = ev->fill_drain_s + (M - 1) * ev->cycle_s + ev->tail_s;
+    ev->samples_per_s =
+        ev->iteration_s > 0 ? (double)M * p->model.micro_batch / ev->iteration_s : 0;
+    free(d2d);
+    return 0;
+}

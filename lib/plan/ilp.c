@@ -1,0 +1,1116 @@
+/* The planner's MILP (GLPK): stage partition, stage -> GPU mapping, per-class action counts,
+ * D2D byte shares and optimizer placement, minimising the predicted iteration time of the
+ * cost model in eval.c. Its optimum, mapped back to an assignment and re-evaluated by
+ * mpress_plan_evaluate, gives the same time (tests/plan/test_exact.c checks this against
+ * exhaustive enumeration). */
+#include <glpk.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+/* Units inside the MILP: bytes in GB (1e9) and seconds, so that coefficients of a row such as
+ * "cycle x bandwidth >= bytes" stay within a few orders of magnitude of each other. */
+#define GB 1e9
+
+/*
+ * The formulation. Slots k = 0..N-1 (N = GPUs), blocks b = 0..B-1 (runs of ops between
+ * allowed cuts), classes c (saved tensors with equal op kind, role, bytes and recompute time:
+ * interchangeable), GPUs g. Stages are slots; empty slots come first, so slot k's in-flight
+ * count n_k = min(N - k, M) (GPipe: M) and weight versions v_k (async: n_k, else 1) are
+ * constants.
+ *
+ * Block constants: T_b fwd+bwd s, P_b/Gr_b/O_b weight/gradient/optimizer bytes, A_b saved
+ * bytes, W_b largest workspace, X_b output bytes of its last op, cnt_bc tensors of class c.
+ * Class constants: s_c bytes, r_c recompute s.
+ *
+ * Variables
+ *   u_kb in {0,1}  op block b lies in slots 0..k ("staircase"); u_(N-1)b = 1
+ *   x_kg in {0,1}  slot k runs on GPU g (fixed to k = g on NVSwitch servers: all mappings
+ *                  are equivalent there)
+ *   h_k in {0,1}   slot k's optimizer states live on the host (when the host can take them)
+ *   R_kc, H_kc, D_kc in Z+  tensors of class c in slot k recomputed / host-swapped / D2D
+ *   e_kg >= 0      bytes per micro-batch slot k parks on GPU g
+ *   C_k, ws_k, ov_k, oh_k, ot_k >= 0, T >= 0 (cycle), TT >= 0 (optimizer tail), HX >= 0
+ *   bnd_kab >= 0   boundary bytes of slot k when k on a and k+1 on b (x products, linearised)
+ *   fl_kab >= 0    e_kb when slot k is on a (linearised product)
+ *   hp_g >= 0      host-swap bytes of the slot on g
+ * Expressions
+ *   y_kb = u_kb - u_(k-1)b         (block b in slot k)
+ *   O_k  = sum_b<B-1 X_b (u_kb - u_k(b+1))   (output of slot k's last op; O_(N-1) = 0)
+ *   E_k  = sum_c s_c (R_kc + H_kc + D_kc),  Hb_k = sum_c s_c H_kc
+ *   Mem_k = v_k sum P_b y_kb + sum Gr_b y_kb + ov_k + n_k sum A_b y_kb - (n_k - 1) E_k
+ *           + ws_k + 2 (O_(k-1) + O_k)
+ * Constraints
+ *   u_k(b+1) <= u_kb,  u_kb <= u_(k+1)b,  u_(N-2)(B-1) = 0,  sum_b y_kb >= u_k0
+ *   sum_g x_kg = 1,  sum_k x_kg = 1
+ *   R_kc + H_kc + D_kc <= sum_b cnt_bc y_kb;   sum_c s_c D_kc = sum_g e_kg
+ *   e_kg <= BigD sum_{a: NVLink a-g} x_ka
+ *   C_k = sum_b T_b y_kb + sum_c r_c R_kc;   ws_k >= W_b y_kb
+ *   ov_k >= sum_b O_b y_kb - BigO h_k;   oh_k >= sum_b O_b y_kb - BigO (1 - h_k)
+ *   Mem_k + sum_j n_j e_jg <= cap_g (1 - margin) - reserve_g + BigM (1 - x_kg)   all k, g
+ *   sum_k n_k Hb_k + sum_k oh_k <= host memory
+ *   T >= C_k
+ *   bnd_kab >= O_k - BigX (2 - x_ka - x_(k+1)b);   fl_kab >= e_kb - BigD (1 - x_ka)
+ *   hp_g >= Hb_k - BigD (1 - x_kg)
+ *   direct fabric, NVLink pair a<b:  T bw_ab >= sum_k fl_kab + fl_kba + bnd_kab + bnd_kba
+ *   NVSwitch, GPU g:  T port_g >= sum_k,b (fl_kgb + fl_kbg + bnd_kgb + bnd_kbg)
+ *   PCIe of g:  T pcie >= pl_g := hp_g + sum_k,b without NVLink (bnd_kgb + bnd_kbg)
+ *   uplink w:   T up_w >= sum_{g behind w} pl_g
+ *   TT >= opt_k / hbm_g - BigT (1 - x_kg) - BigT h_k, opt_k = sum_b (2P_b + Gr_b + 2O_b) y_kb
+ *   ot_k >= opt_k - BigOT (1 - h_k);  HX >= (sum_b (Gr_b + P_b) y_kb) / pcie - BigT (1 - h_k)
+ *   TT >= HX + sum_k ot_k / host_bw
+ * Objective
+ *   min sum_k C_k + (M - 1) T + sum_k,a,b 2 bnd_kab / bw(a,b) + TT
+ */
+
+/* ---- GLPK wrapping ------------------------------------------------------------------- */
+
+struct glpk_guard {
+    jmp_buf jump;
+};
+
+static void on_glpk_error(void *info)
+{
+    struct glpk_guard *g = info;
+    longjmp(g->jump, 1);
+}
+
+static int on_glpk_term(void *info, const char *s)
+{
+    (void)info;
+    (void)s;
+    return 1; /* swallow: the library never prints */
+}
+
+/* ---- model building ------------------------------------------------------------------ */
+
+struct row {
+    int n, cap;
+    int *ind;     /* 1-based for GLPK: ind[1..n] */
+    double *val;
+    double constant;
+    int *pos;     /* column -> position in this row, 0 when absent */
+};
+
+struct model {
+    glp_prob *lp;
+    int ncols;
+    struct row r;
+    int *pos;
+    int pos_cap;
+    int fail;
+};
+
+static int col_new(struct model *m, const char *name, int kind, double lb, double ub, double obj)
+{
+    int j = glp_add_cols(m->lp, 1);
+    glp_set_col_name(m->lp, j, name);
+    glp_set_col_kind(m->lp, j, kind);
+    if (kind == GLP_BV)
+        ;
+    else if (ub < 0)
+        glp_set_col_bnds(m->lp, j, GLP_LO, lb, 0);
+    else if (ub == lb)
+        glp_set_col_bnds(m->lp, j, GLP_FX, lb, lb);
+    else
+        glp_set_col_bnds(m->lp, j, GLP_DB, lb, ub);
+    glp_set_obj_coef(m->lp, j, obj);
+    m->ncols = j;
+    return j;
+}
+
+static void row_begin(struct model *m)
+{
+    for (int i = 1; i <= m->r.n; i++)
+        m->pos[m->r.ind[i]] = 0;
+    m->r.n = 0;
+    m->r.constant = 0;
+}
+
+static void row_add(struct model *m, int col, double coef)
+{
+    if (coef == 0 || m->fail)
+        return;
+    if (col <= 0) { /* a fixed value folded into the constant by the caller */
+        return;
+    }
+    if (col >= m->pos_cap) {
+        int cap = m->pos_cap ? m->pos_cap : 1024;
+        while (cap <= col)
+            cap *= 2;
+        int *np = realloc(m->pos, sizeof(int) * (size_t)cap);
+        if (!np) {
+            m->fail = 1;
+            return;
+        }
+        memset(np + m->pos_cap, 0, sizeof(int) * (size_t)(cap - m->pos_cap));
+        m->pos = np;
+        m->pos_cap = cap;
+    }
+    if (m->pos[col]) {
+        m->r.val[m->pos[col]] += coef;
+        return;
+    }
+    if (m->r.n + 2 > m->r.cap) {
+        int cap = m->r.cap ? 2 * m->r.cap : 256;
+        int *ni = realloc(m->r.ind, sizeof(int) * (size_t)cap);
+        if (ni)
+            m->r.ind = ni;
+        double *nv = realloc(m->r.val, sizeof(double) * (size_t)cap);
+        if (nv)
+            m->r.val = nv;
+        if (!ni || !nv) {
+            m->fail = 1;
+            return;
+        }
+        m->r.cap = cap;
+    }
+    m->r.n++;
+    m->r.ind[m->r.n] = col;
+    m->r.val[m->r.n] = coef;
+    m->pos[col] = m->r.n;
+}
+
+/* Adds the row  sum + constant  (type)  bound;  GLP_LO: >= lo, GLP_UP: <= up, GLP_FX: = lo. */
+static void row_end(struct model *m, const char *name, int type, double bound)
+{
+    if (m->fail)
+        return;
+    for (int i = 1; i <= m->r.n; i++)
+        m->pos[m->r.ind[i]] = 0;
+    /* Drop zero coefficients (merged terms can cancel). */
+    int n = 0;
+    for (int i = 1; i <= m->r.n; i++)
+        if (fabs(m->r.val[i]) > 1e-12) { /* cancellation leaves dust: 1e-12 GB < 1 byte */
+            n++;
+            m->r.ind[n] = m->r.ind[i];
+            m->r.val[n] = m->r.val[i];
+        }
+    m->r.n = n;
+    if (n == 0) {
+        m->r.n = 0;
+        return; /* constant rows are checked by the caller where they matter */
+    }
+    int i = glp_add_rows(m->lp, 1);
+    glp_set_row_name(m->lp, i, name);
+    double b = bound - m->r.constant;
+    glp_set_row_bnds(m->lp, i, type, type == GLP_UP ? 0 : b, type == GLP_UP ? b : 0);
+    if (type == GLP_FX)
+        glp_set_row_bnds(m->lp, i, GLP_FX, b, b);
+    glp_set_mat_row(m->lp, i, n, m->r.ind, m->r.val);
+    m->r.n = 0;
+}
+
+/* ---- instance data ------------------------------------------------------------------- */
+
+struct block {
+    int first, last;
+    double t, opt_touch;
+    double p, g, o, a, w, x; /* GB */
+    double gp;               /* gradient + weight GB (host optimizer transfer) */
+};
+
+struct tclass {
+    int op, tensor;          /* a representative */
+    double s, r;             /* GB, seconds */
+};
+
+struct inst {
+    int N, B, C, M;
+    struct block *blk;
+    struct tclass *cls;
+    int *cnt;                /* cnt[b * C + c] */
+    int *tcls;               /* class of each saved tensor (flat) */
+    int mapped;              /* x decided by the MILP */
+    int host_opt, d2d;
+};
+
+static void inst_free(struct inst *in)
+{
+    free(in->blk);
+    free(in->cls);
+    free(in->cnt);
+    free(in->tcls);
+}
+
+static int inst_build(const struct mpress_profile *p, const struct mpress_topology *topo,
+                      const struct mpress_plan_options *o, struct inst *in,
+                      struct mpress_error *err)
+{
+    memset(in, 0, sizeof(*in));
+    int n = p->n_ops, nt = plan_count_tensors(p);
+    char *cut_ok = malloc((size_t)n);
+    in->blk = calloc((size_t)n, sizeof(*in->blk));
+    in->cls = calloc((size_t)(nt + 1), sizeof(*in->cls));
+    in->tcls = calloc((size_t)(nt + 1), sizeof(int));
+    if (!cut_ok || !in->blk || !in->cls || !in->tcls) {
+        free(cut_ok);
+        inst_free(in);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    }
+    plan_cut_points(p, o->cuts, cut_ok);
+    int b = 0, start = 0, j = 0;
+    for (int i = 0; i < n; i++) {
+        const struct mpress_op *op = &p->ops[i];
+        struct block *bk = &in->blk[b];
+        bk->t += op->fwd_s + op->bwd_s;
+        bk->p += op->param_bytes / GB;
+        bk->g += op->grad_bytes / GB;
+        bk->o += op->optim_bytes / GB;
+        bk->opt_touch += plan_optimizer_bytes(op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
+        bk->gp += (double)(op->grad_bytes + op->param_bytes) / GB;
+        if (op->workspace_bytes / GB > bk->w)
+            bk->w = op->workspace_bytes / GB;
+        for (int t = 0; t < op->n_tensors; t++, j++) {
+            const struct mpress_saved_tensor *ts = &op->tensors[t];
+            bk->a += ts->bytes / GB;
+            int c = 0;
+            for (; c < in->C; c++) {
+                const struct tclass *k = &in->cls[c];
+                const struct mpress_op *ok = &p->ops[k->op];
+                const struct mpress_saved_tensor *tk = &ok->tensors[k->tensor];
+                if (strcmp(ok->kind, op->kind) == 0 && strcmp(tk->name, ts->name) == 0 &&
+                    tk->bytes == ts->bytes && tk->recompute_s == ts->recompute_s)
+                    break;
+            }
+            if (c == in->C) {
+                in->cls[c].op = i;
+                in->cls[c].tensor = t;
+                in->cls[c].s = ts->bytes / GB;
+                in->cls[c].r = ts->recompute_s;
+                in->C++;
+            }
+            in->tcls[j] = c;
+        }
+        if (cut_ok[i]) {
+            bk->first = start;
+            bk->last = i;
+            bk->x = op->output_bytes / GB;
+            start = i + 1;
+            b++;
+        }
+    }
+    in->B = b;
+    free(cut_ok);
+    in->cnt = calloc((size_t)(in->B * (in->C ? in->C : 1)), sizeof(int));
+    if (!in->cnt) {
+        inst_free(in);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    }
+    j = 0;
+    b = 0;
+    for (int i = 0; i < n; i++) {
+        while (in->blk[b].last < i)
+            b++;
+        for (int t = 0; t < p->ops[i].n_tensors; t++, j++)
+            in->cnt[b * in->C + in->tcls[j]]++;
+    }
+    in->N = topo->n_gpus;
+    in->M = o->micro_batches;
+    in->mapped = topo->fabric != MPRESS_FABRIC_NVSWITCH && topo->n_gpus > 1;
+    in->host_opt = topo->pcie_bytes_per_s > 0 && plan_host_bw(topo) > 0;
+    for (int a = 0; a < topo->n_gpus; a++)
+        for (int g = 0; g < topo->n_gpus; g++)
+            if (plan_nvlink_bw(topo, a, g) > 0)
+                in->d2d = 1;
+    return 0;
+}
+
+/* ---- solving ------------------------------------------------------------------------- */
+
+struct cb_ctx {
+    const struct mpress_plan_options *o;
+    double bound;       /* best bound seen, MILP units (seconds) */
+    double incumbent;
+    long nodes;
+    int stopped_by_nodes;
+};
+
+static void ilp_callback(glp_tree *tree, void *info)
+{
+    struct cb_ctx *c = info;
+    int reason = glp_ios_reason(tree);
+    if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
+        return;
+    int a_cnt, n_cnt, t_cnt;
+    glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
+    c->nodes = t_cnt;
+    int best = glp_ios_best_node(tree);
+    if (best)
+        c->bound = glp_ios_node_bound(tree, best);
+    glp_prob *lp = glp_ios_get_prob(tree);
+    int have = glp_mip_status(lp) == GLP_FEAS || glp_mip_status(lp) == GLP_OPT;
+    double inc = have ? glp_mip_obj_val(lp) : -1;
+    if (c->o->progress && (reason == GLP_IBINGO || (t_cnt % 200) == 0))
+        c->o->progress(c->o->progress_ctx, inc, c->bound, have ? glp_ios_mip_gap(tree) : 1.0);
+    c->incumbent = inc;
+    if (c->o->node_limit > 0 && t_cnt >= c->o->node_limit) {
+        c->stopped_by_nodes = 1;
+        glp_ios_terminate(tree);
+    }
+}
+
+/* Column indices of the model, 0 where a variable does not exist. */
+struct cols {
+    int *u, *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
+    int *bnd, *fl; /* [k][a][b] */
+    int T, TT, HX;
+};
+
+#define IX2(k, i, n) ((k) * (n) + (i))
+#define IX3(k, a, b, n) (((k) * (n) + (a)) * (n) + (b))
+
+static void cols_free(struct cols *c)
+{
+    free(c->u), free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
+    free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
+    free(c->bnd), free(c->fl);
+}
+
+/* x_kg: a column, or a constant (fixed mapping: slot k on GPU k). */
+static void add_x(struct model *m, const struct inst *in, const struct cols *c, int k, int g,
+                  double coef)
+{
+    if (in->mapped)
+        row_add(m, c->x[IX2(k, g, in->N)], coef);
+    else if (k == g)
+        m->r.constant += coef;
+}
+
+static int x_possible(const struct inst *in, int k, int g)
+{
+    return in->mapped || k == g;
+}
+
+/* u_kb: the last slot holds every block. */
+static void add_u(struct model *m, const struct inst *in, const struct cols *c, int k, int b,
+                  double coef)
+{
+    if (k < 0)
+        return;
+    if (k == in->N - 1)
+        m->r.constant += coef;
+    else
+        row_add(m, c->u[IX2(k, b, in->B)], coef);
+}
+
+static void add_y(struct model *m, const struct inst *in, const struct cols *c, int k, int b,
+                  double coef)
+{
+    add_u(m, in, c, k, b, coef);
+    add_u(m, in, c, k - 1, b, -coef);
+}
+
+/* O_k: output bytes of slot k's last op (0 for the last slot). */
+static void add_out(struct model *m, const struct inst *in, const struct cols *c, int k,
+                    double coef)
+{
+    if (k < 0 || k >= in->N - 1)
+        return;
+    for (int b = 0; b + 1 < in->B; b++) {
+        add_u(m, in, c, k, b, coef * in->blk[b].x);
+        add_u(m, in, c, k, b + 1, -coef * in->blk[b].x);
+    }
+}
+
+static void name(char *buf, const char *fmt, int a, int b, int d)
+{
+    snprintf(buf, 64, fmt, a, b, d);
+}
+
+/* -pl_g: host-swap bytes of the slot on g and boundary bytes that cross PCIe at g. */
+static void add_pcie_load(struct model *m, const struct inst *in, const struct cols *c,
+                          const struct mpress_topology *topo, int g)
+{
+    const int N = in->N, G = N;
+    row_add(m, c->hp[g], -1);
+    for (int k = 0; k + 1 < N; k++)
+        for (int q = 0; q < G; q++) {
+            if (q == g || plan_nvlink_bw(topo, g, q) > 0)
+                continue;
+            row_add(m, c->bnd[IX3(k, g, q, G)], -1);
+            row_add(m, c->bnd[IX3(k, q, g, G)], -1);
+        }
+}
+
+static int build(struct model *m, const struct inst *in, const struct mpress_topology *topo,
+                 enum mpress_schedule sched, struct cols *c)
+{
+    const int N = in->N, B = in->B, C = in->C, M = in->M, G = N;
+    char nm[64];
+    double sumA = 0, sumO = 0, sumX = 0, sumOT = 0, sumGP = 0, sumPG = 0;
+    for (int b = 0; b < B; b++) {
+        sumA += in->blk[b].a;
+        sumO += in->blk[b].o;
+        sumOT += in->blk[b].opt_touch;
+        sumGP += in->blk[b].gp;
+        sumPG += in->blk[b].p + in->blk[b].g;
+        if (in->blk[b].x > sumX)
+            sumX = in->blk[b].x;
+    }
+    double maxW = 0;
+    for (int b = 0; b < B; b++)
+        maxW = fmax(maxW, in->blk[b].w);
+    const double bigD = sumA, bigO = sumO, bigX = sumX;
+    /* Largest Mem_k + parked: every state with all versions, all activations of M micro-batches
+     * for the stage and as parked bytes, workspace and four buffers. */
+    const double bigM = (M + 1) * sumPG + sumO + 2.0 * M * sumA + maxW + 4 * sumX + 1;
+    double min_hbm = 1e300;
+    for (int g = 0; g < G; g++)
+        if (topo->gpus[g].hbm_bytes_per_s > 0)
+            min_hbm = fmin(min_hbm, topo->gpus[g].hbm_bytes_per_s / GB);
+    const double bigT = min_hbm < 1e300 ? sumOT / min_hbm + 1 : 1;
+    const double pcie = topo->pcie_bytes_per_s / GB;
+    const double hostbw = plan_host_bw(topo) / GB;
+
+    c->u = calloc((size_t)(N * B), sizeof(int));
+    c->x = calloc((size_t)(N * G), sizeof(int));
+    c->h = calloc((size_t)N, sizeof(int));
+    c->R = calloc((size_t)(N * (C + 1)), sizeof(int));
+    c->H = calloc((size_t)(N * (C + 1)), sizeof(int));
+    c->D = calloc((size_t)(N * (C + 1)), sizeof(int));
+    c->e = calloc((size_t)(N * G), sizeof(int));
+    c->C = calloc((size_t)N, sizeof(int));
+    c->ws = calloc((size_t)N, sizeof(int));
+    c->ov = calloc((size_t)N, sizeof(int));
+    c->oh = calloc((size_t)N, sizeof(int));
+    c->ot = calloc((size_t)N, sizeof(int));
+    c->hp = calloc((size_t)G, sizeof(int));
+    c->bnd = calloc((size_t)(N * G * G), sizeof(int));
+    c->fl = calloc((size_t)(N * G * G), sizeof(int));
+    if (!c->u || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e || !c->C || !c->ws ||
+        !c->ov || !c->oh || !c->ot || !c->hp || !c->bnd || !c->fl)
+        return -1;
+
+    /* Columns. */
+    for (int k = 0; k + 1 < N; k++)
+        for (int b = 0; b < B; b++) {
+            name(nm, "u_%d_%d", k, b, 0);
+            c->u[IX2(k, b, B)] = col_new(m, nm, GLP_BV, 0, 1, 0);
+        }
+    if (in->mapped)
+        for (int k = 0; k < N; k++)
+            for (int g = 0; g < G; g++) {
+                name(nm, "x_%d_%d", k, g, 0);
+                c->x[IX2(k, g, G)] = col_new(m, nm, GLP_BV, 0, 1, 0);
+            }
+    for (int k = 0; k < N; k++) {
+        name(nm, "C_%d", k, 0, 0);
+        c->C[k] = col_new(m, nm, GLP_CV, 0, -1, 1.0);
+        name(nm, "ws_%d", k, 0, 0);
+        c->ws[k] = col_new(m, nm, GLP_CV, 0, -1, 0);
+        name(nm, "ov_%d", k, 0, 0);
+        c->ov[k] = col_new(m, nm, GLP_CV, 0, -1, 0);
+        if (in->host_opt) {
+            name(nm, "h_%d", k, 0, 0);
+            c->h[k] = col_new(m, nm, GLP_BV, 0, 1, 0);
+            name(nm, "oh_%d", k, 0, 0);
+            c->oh[k] = col_new(m, nm, GLP_CV, 0, -1, 0);
+            name(nm, "ot_%d", k, 0, 0);
+            c->ot[k] = col_new(m, nm, GLP_CV, 0, -1, 0);
+        }
+        for (int cl = 0; cl < C; cl++) {
+            name(nm, "R_%d_%d", k, cl, 0);
+            c->R[IX2(k, cl, C)] = col_new(m, nm, GLP_IV, 0, -1, 0);
+            name(nm, "H_%d_%d", k, cl, 0);
+            c->H[IX2(k, cl, C)] = col_new(m, nm, GLP_IV, 0, -1, 0);
+            if (in->d2d) {
+                name(nm, "D_%d_%d", k, cl, 0);
+                c->D[IX2(k, cl, C)] = col_new(m, nm, GLP_IV, 0, -1, 0);
+            }
+        }
+        if (in->d2d)
+            for (int g = 0; g < G; g++) {
+                int reach = 0;
+                for (int a = 0; a < G; a++)
+                    if (x_possible(in, k, a) && plan_nvlink_bw(topo, a, g) > 0)
+                        reach = 1;
+                if (!reach)
+                    continue;
+                name(nm, "e_%d_%d", k, g, 0);
+                c->e[IX2(k, g, G)] = col_new(m, nm, GLP_CV, 0, -1, 0);
+            }
+    }
+    c->T = col_new(m, "T", GLP_CV, 0, -1, (double)(M - 1));
+    c->TT = col_new(m, "TT", GLP_CV, 0, -1, 1.0);
+    if (in->host_opt)
+        c->HX = col_new(m, "HX", GLP_CV, 0, -1, 0);
+    for (int g = 0; g < G; g++) {
+        name(nm, "hp_%d", g, 0, 0);
+        c->hp[g] = col_new(m, nm, GLP_CV, 0, -1, 0);
+    }
+    for (int k = 0; k + 1 < N; k++)
+        for (int a = 0; a < G; a++)
+            for (int b = 0; b < G; b++) {
+                if (a == b || !x_possible(in, k, a) || !x_possible(in, k + 1, b))
+                    continue;
+                name(nm, "bnd_%d_%d_%d", k, a, b);
+                c->bnd[IX3(k, a, b, G)] =
+                    col_new(m, nm, GLP_CV, 0, -1, 2.0 / (plan_boundary_bw(topo, a, b) / GB));
+            }
+    for (int k = 0; k < N; k++)
+        for (int a = 0; a < G; a++)
+            for (int b = 0; b < G; b++) {
+                if (!x_possible(in, k, a) || !c->e[IX2(k, b, G)] ||
+                    plan_nvlink_bw(topo, a, b) <= 0)
+                    continue;
+                name(nm, "fl_%d_%d_%d", k, a, b);
+                c->fl[IX3(k, a, b, G)] = col_new(m, nm, GLP_CV, 0, -1, 0);
+            }
+
+    /* Partition. */
+    for (int k = 0; k + 1 < N; k++)
+        for (int b = 0; b < B; b++) {
+            if (b + 1 < B) {
+                row_begin(m);
+                add_u(m, in, c, k, b + 1, 1);
+                add_u(m, in, c, k, b, -1);
+                name(nm, "stair_b_%d_%d", k, b, 0);
+                row_end(m, nm, GLP_UP, 0);
+            }
+            if (k + 2 < N) {
+                row_begin(m);
+                add_u(m, in, c, k, b, 1);
+                add_u(m, in, c, k + 1, b, -1);
+                name(nm, "stair_k_%d_%d", k, b, 0);
+                row_end(m, nm, GLP_UP, 0);
+            }
+        }
+    if (N >= 2) { /* the last slot is never empty */
+        glp_set_col_bnds(m->lp, c->u[IX2(N - 2, B - 1, B)], GLP_FX, 0, 0);
+    }
+    for (int k = 1; k < N; k++) { /* empty slots only before the first used one */
+        row_begin(m);
+        for (int b = 0; b < B; b++)
+            add_y(m, in, c, k, b, 1);
+        add_u(m, in, c, k, 0, -1);
+        name(nm, "nonempty_%d", k, 0, 0);
+        row_end(m, nm, GLP_LO, 0);
+    }
+    /* Mapping: a permutation. */
+    if (in->mapped) {
+        for (int k = 0; k < N; k++) {
+            row_begin(m);
+            for (int g = 0; g < G; g++)
+                add_x(m, in, c, k, g, 1);
+            name(nm, "map_slot_%d", k, 0, 0);
+            row_end(m, nm, GLP_FX, 1);
+        }
+        for (int g = 0; g < G; g++) {
+            row_begin(m);
+            for (int k = 0; k < N; k++)
+                add_x(m, in, c, k, g, 1);
+            name(nm, "map_gpu_%d", g, 0, 0);
+            row_end(m, nm, GLP_FX, 1);
+        }
+    }
+
+    for (int k = 0; k < N; k++) {
+        const int n_k = plan_in_flight(sched, N, k, M);
+        const int v_k = plan_weight_versions(sched, N, k, M);
+        /* Counts. */
+        for (int cl = 0; cl < C; cl++) {
+            row_begin(m);
+            row_add(m, c->R[IX2(k, cl, C)], 1);
+            row_add(m, c->H[IX2(k, cl, C)], 1);
+            if (in->d2d)
+                row_add(m, c->D[IX2(k, cl, C)], 1);
+            for (int b = 0; b < B; b++)
+                if (in->cnt[b * C + cl])
+                    add_y(m, in, c, k, b, -(double)in->cnt[b * C + cl]);
+            name(nm, "count_%d_%d", k, cl, 0);
+            row_end(m, nm, GLP_UP, 0);
+        }
+        if (in->d2d) {
+            row_begin(m);
+            for (int cl = 0; cl < C; cl++)
+                row_add(m, c->D[IX2(k, cl, C)], in->cls[cl].s);
+            for (int g = 0; g < G; g++)
+                row_add(m, c->e[IX2(k, g, G)], -1);
+            name(nm, "d2d_split_%d", k, 0, 0);
+            row_end(m, nm, GLP_FX, 0);
+            if (in->mapped)
+                for (int g = 0; g < G; g++) {
+                    if (!c->e[IX2(k, g, G)])
+                        continue;
+                    row_begin(m);
+                    row_add(m, c->e[IX2(k, g, G)], 1);
+                    for (int a = 0; a < G; a++)
+                        if (plan_nvlink_bw(topo, a, g) > 0)
+                            add_x(m, in, c, k, a, -bigD);
+                    name(nm, "reach_%d_%d", k, g, 0);
+                    row_end(m, nm, GLP_UP, 0);
+                }
+        }
+        /* Compute time. */
+        row_begin(m);
+        row_add(m, c->C[k], 1);
+        for (int b = 0; b < B; b++)
+            add_y(m, in, c, k, b, -in->blk[b].t);
+        for (int cl = 0; cl < C; cl++)
+            row_add(m, c->R[IX2(k, cl, C)], -in->cls[cl].r);
+        name(nm, "compute_%d", k, 0, 0);
+        row_end(m, nm, GLP_FX, 0);
+        /* Workspace. */
+        for (int b = 0; b < B; b++) {
+            if (in->blk[b].w <= 0)
+                continue;
+            row_begin(m);
+            row_add(m, c->ws[k], 1);
+            add_y(m, in, c, k, b, -in->blk[b].w);
+            name(nm, "ws_%d_%d", k, b, 0);
+            row_end(m, nm, GLP_LO, 0);
+        }
+        /* Optimizer bytes on GPU / host. */
+        row_begin(m);
+        row_add(m, c->ov[k], 1);
+        for (int b = 0; b < B; b++)
+            add_y(m, in, c, k, b, -in->blk[b].o);
+        if (in->host_opt)
+            row_add(m, c->h[k], bigO);
+        name(nm, "opt_gpu_%d", k, 0, 0);
+        row_end(m, nm, GLP_LO, 0);
+        if (in->host_opt) {
+            row_begin(m);
+            row_add(m, c->oh[k], 1);
+            for (int b = 0; b < B; b++)
+                add_y(m, in, c, k, b, -in->blk[b].o);
+            row_add(m, c->h[k], -bigO);
+            name(nm, "opt_host_%d", k, 0, 0);
+            row_end(m, nm, GLP_LO, -bigO);
+            row_begin(m);
+            row_add(m, c->ot[k], 1);
+            for (int b = 0; b < B; b++)
+                add_y(m, in, c, k, b, -in->blk[b].opt_touch);
+            row_add(m, c->h[k], -sumOT);
+            name(nm, "opt_touch_%d", k, 0, 0);
+            row_end(m, nm, GLP_LO, -sumOT);
+            row_begin(m);
+            row_add(m, c->HX, 1);
+            for (int b = 0; b < B; b++)
+                add_y(m, in, c, k, b, -in->blk[b].gp / pcie);
+            row_add(m, c->h[k], -(sumGP / pcie + 1));
+            name(nm, "opt_xfer_%d", k, 0, 0);
+            row_end(m, nm, GLP_LO, -(sumGP / pcie + 1));
+        }
+        /* GPU optimizer step in the tail. */
+        for (int g = 0; g < G; g++) {
+            if (!x_possible(in, k, g) || topo->gpus[g].hbm_bytes_per_s <= 0)
+                continue;
+            double hbm = topo->gpus[g].hbm_bytes_per_s / GB;
+            row_begin(m);
+            row_add(m, c->TT, 1);
+            for (int b = 0; b < B; b++)
+                add_y(m, in, c, k, b, -in->blk[b].opt_touch / hbm);
+            add_x(m, in, c, k, g, -bigT);
+            if (in->host_opt)
+                row_add(m, c->h[k], bigT);
+            name(nm, "tail_gpu_%d_%d", k, g, 0);
+            row_end(m, nm, GLP_LO, -bigT);
+        }
+        /* Memory of slot k on each GPU it may use, with what others park there. */
+        for (int g = 0; g < G; g++) {
+            if (!x_possible(in, k, g))
+                continue;
+            row_begin(m);
+            for (int b = 0; b < B; b++)
+                add_y(m, in, c, k, b, v_k * in->blk[b].p + in->blk[b].g + n_k * in->blk[b].a);
+            row_add(m, c->ov[k], 1);
+            for (int cl = 0; cl < C; cl++) {
+                double coef = -(double)(n_k - 1) * in->cls[cl].s;
+                row_add(m, c->R[IX2(k, cl, C)], coef);
+                row_add(m, c->H[IX2(k, cl, C)], coef);
+                if (in->d2d)
+                    row_add(m, c->D[IX2(k, cl, C)], coef);
+            }
+            row_add(m, c->ws[k], 1);
+            add_out(m, in, c, k - 1, 2);
+            add_out(m, in, c, k, 2);
+            for (int j = 0; j < N; j++)
+                if (c->e[IX2(j, g, G)])
+                    row_add(m, c->e[IX2(j, g, G)], plan_in_flight(sched, N, j, M));
+            double cap = ((double)topo->gpus[g].memory_bytes * (1 - PLAN_MEM_MARGIN) -
+                          (double)topo->gpus[g].reserve_bytes) / GB;
+            add_x(m, in, c, k, g, bigM);
+            name(nm, "mem_%d_%d", k, g, 0);
+            row_end(m, nm, GLP_UP, cap + bigM);
+        }
+        /* Cycle >= compute. */
+        row_begin(m);
+        row_add(m, c->T, 1);
+        row_add(m, c->C[k], -1);
+        name(nm, "cycle_compute_%d", k, 0, 0);
+        row_end(m, nm, GLP_LO, 0);
+    }
+    /* Host memory. */
+    if (topo->host_memory_bytes > 0) {
+        row_begin(m);
+        for (int k = 0; k < N; k++) {
+            int n_k = plan_in_flight(sched, N, k, M);
+            for (int cl = 0; cl < C; cl++)
+                row_add(m, c->H[IX2(k, cl, C)], n_k * in->cls[cl].s);
+            if (in->host_opt)
+                row_add(m, c->oh[k], 1);
+        }
+        row_end(m, "host_memory", GLP_UP, (double)topo->host_memory_bytes / GB);
+    }
+    /* Host optimizer tail. */
+    if (in->host_opt) {
+        row_begin(m);
+        row_add(m, c->TT, 1);
+        row_add(m, c->HX, -1);
+        for (int k = 0; k < N; k++)
+            row_add(m, c->ot[k], -1.0 / hostbw);
+        row_end(m, "tail_host", GLP_LO, 0);
+    }
+    /* Linearised products. */
+    for (int k = 0; k + 1 < N; k++)
+        for (int a = 0; a < G; a++)
+            for (int b = 0; b < G; b++) {
+                int col = c->bnd[IX3(k, a, b, G)];
+                if (!col)
+                    continue;
+                row_begin(m);
+                row_add(m, col, 1);
+                add_out(m, in, c, k, -1);
+                add_x(m, in, c, k, a, -bigX);
+                add_x(m, in, c, k + 1, b, -bigX);
+                name(nm, "bnd_%d_%d_%d", k, a, b);
+                row_end(m, nm, GLP_LO, -2 * bigX);
+            }
+    for (int k = 0; k < N; k++)
+        for (int a = 0; a < G; a++)
+            for (int b = 0; b < G; b++) {
+                int col = c->fl[IX3(k, a, b, G)];
+                if (!col)
+                    continue;
+                row_begin(m);
+                row_add(m, col, 1);
+                row_add(m, c->e[IX2(k, b, G)], -1);
+                add_x(m, in, c, k, a, -bigD);
+                name(nm, "fl_%d_%d_%d", k, a, b);
+                row_end(m, nm, GLP_LO, -bigD);
+            }
+    for (int k = 0; k < N; k++)
+        for (int g = 0; g < G; g++) {
+            if (!x_possible(in, k, g))
+                continue;
+            row_begin(m);
+            row_add(m, c->hp[g], 1);
+            for (int cl = 0; cl < C; cl++)
+                row_add(m, c->H[IX2(k, cl, C)], -in->cls[cl].s);
+            add_x(m, in, c, k, g, -bigD);
+            name(nm, "hp_%d_%d", k, g, 0);
+            row_end(m, nm, GLP_LO, -bigD);
+        }
+    /* Links. */
+    if (topo->fabric == MPRESS_FABRIC_NVSWITCH) {
+        for (int g = 0; g < G; g++) {
+            double bw = plan_port_bw(topo, g) / GB;
+            if (bw <= 0)
+                continue;
+            row_begin(m);
+            row_add(m, c->T, bw);
+            for (int k = 0; k < N; k++)
+                for (int q = 0; q < G; q++) {
+                    row_add(m, c->fl[IX3(k, g, q, G)], -1);
+                    row_add(m, c->fl[IX3(k, q, g, G)], -1);
+                    if (k + 1 < N) {
+                        row_add(m, c->bnd[IX3(k, g, q, G)], -1);
+                        row_add(m, c->bnd[IX3(k, q, g, G)], -1);
+                    }
+                }
+            name(nm, "port_%d", g, 0, 0);
+            row_end(m, nm, GLP_LO, 0);
+        }
+    } else {
+        for (int a = 0; a < G; a++)
+            for (int b = a + 1; b < G; b++) {
+                double bw = plan_nvlink_bw(topo, a, b) / GB;
+                if (bw <= 0)
+                    continue;
+                row_begin(m);
+                row_add(m, c->T, bw);
+                for (int k = 0; k < N; k++) {
+                    row_add(m, c->fl[IX3(k, a, b, G)], -1);
+                    row_add(m, c->fl[IX3(k, b, a, G)], -1);
+                    if (k + 1 < N) {
+                        row_add(m, c->bnd[IX3(k, a, b, G)], -1);
+                        row_add(m, c->bnd[IX3(k, b, a, G)], -1);
+                    }
+                }
+                name(nm, "nvlink_%d_%d", a, b, 0);
+                row_end(m, nm, GLP_LO, 0);
+            }
+    }
+    /* PCIe per GPU and per switch uplink. */
+    for (int g = 0; g < G; g++) {
+        row_begin(m);
+        add_pcie_load(m, in, c, topo, g);
+        row_add(m, c->T, pcie);
+        name(nm, "pcie_%d", g, 0, 0);
+        row_end(m, nm, GLP_LO, 0);
+    }
+    for (int w = 0; w < topo->n_switches; w++) {
+        double up = topo->switches[w].uplink_bytes_per_s / GB;
+        if (up <= 0)
+            continue;
+        row_begin(m);
+        for (int g = 0; g < G; g++)
+            if (topo->gpus[g].pcie_switch == w)
+                add_pcie_load(m, in, c, topo, g);
+        row_add(m, c->T, up);
+        name(nm, "uplink_%d", w, 0, 0);
+        row_end(m, nm, GLP_LO, 0);
+    }
+    return m->fail ? -1 : 0;
+}
+
+/* Maps the MILP solution back to an assignment. */
+static int extract(const struct mpress_profile *p, const struct mpress_topology *topo,
+                   const struct inst *in, const struct cols *c, glp_prob *lp,
+                   struct mpress_assignment *a)
+{
+    const int N = in->N, B = in->B, C = in->C, G = N;
+#define VAL(col) ((col) ? glp_mip_col_val(lp, (col)) : 0.0)
+    int S = 0;
+    int prev_end = -1;
+    for (int k = 0; k < N; k++) {
+        int last = -1;
+        for (int b = 0; b < B; b++)
+            if (k == N - 1 || VAL(c->u[IX2(k, b, B)]) > 0.5)
+                last = b;
+        if (last <= prev_end)
+            continue;
+        struct mpress_plan_stage *st = &a->stages[S];
+        st->first_op = in->blk[prev_end + 1].first;
+        st->last_op = in->blk[last].last;
+        st->gpu = k;
+        if (in->mapped)
+            for (int g = 0; g < G; g++)
+                if (VAL(c->x[IX2(k, g, G)]) > 0.5)
+                    st->gpu = g;
+        st->optimizer_on_host = in->host_opt && VAL(c->h[k]) > 0.5;
+        /* Actions per class, in profile order: recompute, host swap, then D2D. */
+        long left[3 * 4096];
+        long *rl = C <= 4096 ? left : malloc(sizeof(long) * 3 * (size_t)C);
+        if (!rl)
+            return -1;
+        for (int cl = 0; cl < C; cl++) {
+            rl[3 * cl] = lround(VAL(c->R[IX2(k, cl, C)]));
+            rl[3 * cl + 1] = lround(VAL(c->H[IX2(k, cl, C)]));
+            rl[3 * cl + 2] = in->d2d ? lround(VAL(c->D[IX2(k, cl, C)])) : 0;
+        }
+        /* D2D byte targets per peer, integer, summing to the D2D bytes. */
+        int64_t target[MPRESS_MAX_GPUS] = {0};
+        int64_t dsum = 0, tsum = 0;
+        int j = 0;
+        for (int i = 0; i < st->first_op; i++)
+            j += p->ops[i].n_tensors;
+        int j0 = j;
+        for (int i = st->first_op; i <= st->last_op; i++)
+            for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+                int cl = in->tcls[j];
+                struct mpress_plan_action *ac = &a->actions[j];
+                enum mpress_action kind = MPRESS_ACTION_KEEP;
+                for (int q = 0; q < 3; q++)
+                    if (rl[3 * cl + q] > 0) {
+                        rl[3 * cl + q]--;
+                        kind = (enum mpress_action)(q + 1);
+                        break;
+                    }
+                ac->action = kind;
+                ac->n_peers = 0;
+                ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : i;
+                ac->prefetch_before_op = kind == MPRESS_ACTION_KEEP ? -1 : st->last_op;
+                if (kind == MPRESS_ACTION_D2D_SWAP)
+                    dsum += (int64_t)p->ops[i].tensors[t].bytes;
+            }
+        if (rl != left)
+            free(rl);
+        int best = -1;
+        for (int g = 0; g < G; g++) {
+            if (!c->e[IX2(k, g, G)] || plan_nvlink_bw(topo, st->gpu, g) <= 0)
+                continue;
+            target[g] = llround(VAL(c->e[IX2(k, g, G)]) * GB);
+            if (target[g] < 0)
+                target[g] = 0;
+            tsum += target[g];
+            if (best < 0 || target[g] > target[best])
+                best = g;
+        }
+        if (dsum > 0) {
+            if (best < 0)
+                return -1;
+            target[best] += dsum - tsum;
+            if (target[best] < 0) /* rounding went the wrong way: move the excess */
+                for (int g = 0; g < G && target[best] < 0; g++)
+                    if (g != best && target[g] > 0) {
+                        int64_t mv = target[g] < -target[best] ? target[g] : -target[best];
+                        target[g] -= mv;
+                        target[best] += mv;
+                    }
+        }
+        int peer = 0;
+        for (j = j0; j < j0 + 0x7fffffff; j++) {
+            if (j >= a->n_actions || a->actions[j].op > st->last_op)
+                break;
+            struct mpress_plan_action *ac = &a->actions[j];
+            if (ac->action != MPRESS_ACTION_D2D_SWAP)
+                continue;
+            int64_t need = (int64_t)p->ops[ac->op].tensors[ac->tensor].bytes;
+            while (need > 0) {
+                while (peer < G && target[peer] <= 0)
+                    peer++;
+                if (peer >= G)
+                    return -1;
+                int64_t take = need < target[peer] ? need : target[peer];
+                ac->peers[ac->n_peers] = peer;
+                ac->peer_bytes[ac->n_peers] = (uint64_t)take;
+                ac->n_peers++;
+                need -= take;
+                target[peer] -= take;
+            }
+            if (ac->n_peers == 0) { /* a zero-byte tensor: any peer */
+                for (int g = 0; g < G; g++)
+                    if (plan_nvlink_bw(topo, st->gpu, g) > 0) {
+                        ac->peers[0] = g;
+                        ac->peer_bytes[0] = 0;
+                        ac->n_peers = 1;
+                        break;
+                    }
+            }
+        }
+        prev_end = last;
+        S++;
+    }
+    a->n_stages = S;
+#undef VAL
+    return 0;
+}
+
+int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    const struct mpress_plan_options *o, struct mpress_assignment *out,
+                    struct mpress_plan_solver *stats, struct mpress_error *err)
+{
+    memset(stats, 0, sizeof(*stats));
+    stats->nodes = -1;
+    if (p->n_ops < 1)
+        return mpress_error_set(err, MPRESS_EINPUT, "the profile has no ops");
+    if (topo->n_gpus < 1)
+        return mpress_error_set(err, MPRESS_EINPUT, "the topology has no GPUs");
+    if (topo->pcie_bytes_per_s <= 0)
+        return mpress_error_set(err, MPRESS_EINPUT, "the topology has no PCIe bandwidth");
+    struct inst in;
+    int rc = inst_build(p, topo, o, &in, err);
+    if (rc)
+        return rc;
+    rc = mpress_assignment_init(out, p, err);
+    if (rc) {
+        inst_free(&in);
+        return rc;
+    }
+
+    struct cols cols;
+    memset(&cols, 0, sizeof(cols));
+    struct model *volatile mv = calloc(1, sizeof(struct model));
+    struct glpk_guard guard;
+    struct cb_ctx cb = {o, 0, -1, 0, 0};
+    if (!mv) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
+    }
+    glp_term_hook(on_glpk_term, NULL);
+    glp_error_hook(on_glpk_error, &guard);
+    if (setjmp(guard.jump)) {
+        /* GLPK failed inside: its environment is unusable and must be freed whole. */
+        glp_free_env();
+        mv->lp = NULL;
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "the GLPK solver failed internally");
+        goto done;
+    }
+    struct model *m = mv;
+    m->lp = glp_create_prob();
+    glp_set_prob_name(m->lp, "mpress_plan");
+    glp_set_obj_dir(m->lp, GLP_MIN);
+    if (build(m, &in, topo, o->schedule, &cols)) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory while building the MILP");
+        goto done;
+    }
+    stats->rows = glp_get_num_rows(m->lp);
+    stats->cols = glp_get_num_cols(m->lp);
+    stats->integer_cols = glp_get_num_int(m->lp);
+    stats->nonzeros = glp_get_num_nz(m->lp);
+    if (o->dump_lp && glp_write_lp(m->lp, NULL, o->dump_lp) != 0) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s'", o->dump_lp);
+        goto done;
+    }
+    glp_scale_prob(m->lp, GLP_SF_AUTO);
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.presolve = GLP_ON;
+    parm.mip_gap = o->mip_gap;
+    parm.mir_cuts = GLP_ON;
+    parm.tm_lim = o->time_limit_s > 0 ? (int)fmin(o->time_limit_s * 1000.0, 2e9) : INT32_MAX;
+    parm.cb_func = ilp_callback;
+    parm.cb_info = &cb;
+    int ret = glp_intopt(m->lp, &parm);
+    int status = glp_mip_status(m->lp);
+    if (ret == GLP_ENOPFS || status == GLP_NOFEAS) {
+        snprintf(stats->status, sizeof(stats->status), "infeasible");
+        rc = mpress_error_set(err, MPRESS_EINFEASIBLE, "no assignment fits in memory");
+        goto done;
+    }
+    if (ret != 0 && ret != GLP_ETMLIM && ret != GLP_ESTOP && ret != GLP_EMIPGAP) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_intopt failed (code %d)", ret);
+        goto done;
+    }
+    if (status != GLP_OPT && status != GLP_FEAS) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM,
+                              "the solver stopped (%s) before finding any plan",
+                              ret == GLP_ETMLIM ? "time limit" : "node limit");
+        goto done;
+    }
+    stats->objective = glp_mip_obj_val(m->lp);
+    if (ret == 0 && status == GLP_OPT) {
+        snprintf(stats->status, sizeof(stats->status), "optimal");
+        stats->bound = stats->objective;
+    } else {
+        snprintf(stats->status, sizeof(stats->status), "%s",
+                 ret == GLP_EMIPGAP  ? "gap_reached"
+                 : ret == GLP_ETMLIM ? "time_limit"
+                 : cb.stopped_by_nodes ? "node_limit"
+                                       : "feasible");
+        stats->bound = cb.bound <= stats->objective ? cb.bound : stats->objective;
+    }
+    stats->gap = stats->objective > 0 ? (stats->objective - stats->bound) / stats->objective : 0;
+    if (stats->gap < 0)
+        stats->gap = 0;
+    stats->nodes = cb.nodes;
+    if (extract(p, topo, &in, &cols, m->lp, out)) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "cannot map the MILP solution back to a plan");
+        goto done;
+    }
+    rc = 0;
+done:
+    if (mv) {
+        if (mv->lp)
+            glp_delete_prob(mv->lp);
+        free(mv->r.ind);
+        free(mv->r.val);
+        free(mv->pos);
+        free(mv);
+    }
+    glp_error_hook(NULL, NULL);
+    glp_term_hook(NULL, NULL);
+    cols_free(&cols);
+    inst_free(&in);
+    if (rc)
+        mpress_assignment_finish(out);
+    return rc;
+}

@@ -1,0 +1,156 @@
+/* `mpress plan` as a library call: runs every baseline, the chosen policy, evaluates the result
+ * with the one cost model and assembles a plan that embeds its profile and topology. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpress/mpress.h"
+#include "plan_internal.h"
+
+static const char *const baseline_policies[] = {"none", "recompute", "swap", "greedy"};
+#define N_BASELINES 4
+
+void mpress_plan_options_init(struct mpress_plan_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->schedule = MPRESS_SCHEDULE_1F1B;
+    o->micro_batches = 16;
+    snprintf(o->policy, sizeof(o->policy), "ilp");
+    o->cuts = MPRESS_CUTS_AUTO;
+    o->mip_gap = 1e-4;
+}
+
+/* The worst-off GPU (or the host) of an evaluation, for infeasibility messages. */
+static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
+                          struct mpress_error *err)
+{
+    if (ev->short_gpu >= 0)
+        mpress_error_set(err, MPRESS_EINFEASIBLE,
+                         "no plan fits: in the closest plan (%s) GPU %d is short by %llu bytes "
+                         "(%.2f GiB over its %.2f GiB)",
+                         policy, ev->short_gpu, (unsigned long long)ev->short_bytes,
+                         ev->short_bytes / 1073741824.0,
+                         ev->gpus[ev->short_gpu].capacity / 1073741824.0);
+    else
+        mpress_error_set(err, MPRESS_EINFEASIBLE,
+                         "no plan fits: in the closest plan (%s) host memory is short by %llu "
+                         "bytes",
+                         policy, (unsigned long long)ev->host_short);
+}
+
+static uint64_t shortfall(const struct mpress_plan_eval *ev)
+{
+    uint64_t s = ev->host_short;
+    for (int g = 0; g < ev->n_gpus; g++)
+        if (ev->gpus[g].peak > ev->gpus[g].capacity)
+            s += ev->gpus[g].peak - ev->gpus[g].capacity;
+    return s;
+}
+
+int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, struct mpress_plan *out,
+                       struct mpress_error *err)
+{
+    if (o->micro_batches < 1)
+        return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be at least 1");
+    int is_ilp = strcmp(o->policy, "ilp") == 0, known = is_ilp;
+    for (int i = 0; i < N_BASELINES; i++)
+        known |= strcmp(o->policy, baseline_policies[i]) == 0;
+    if (!known)
+        return mpress_error_set(err, MPRESS_EUSAGE, "unknown policy '%s'", o->policy);
+
+    struct mpress_assignment base[N_BASELINES], chosen;
+    struct mpress_plan_eval bev[N_BASELINES], ev;
+    memset(base, 0, sizeof(base));
+    memset(&chosen, 0, sizeof(chosen));
+    struct mpress_plan_solver solver;
+    memset(&solver, 0, sizeof(solver));
+    int rc = 0, closest = -1, chosen_idx = -1;
+    for (int i = 0; i < N_BASELINES; i++) {
+        rc = mpress_plan_baseline(p, topo, o, baseline_policies[i], &base[i], &bev[i], err);
+        if (rc)
+            goto done;
+        if (closest < 0 || shortfall(&bev[i]) < shortfall(&bev[closest]))
+            closest = i;
+        if (strcmp(o->policy, baseline_policies[i]) == 0)
+            chosen_idx = i;
+    }
+    if (is_ilp) {
+        rc = mpress_plan_ilp(p, topo, o, &chosen, &solver, err);
+        if (rc == MPRESS_EINFEASIBLE) {
+            explain_short(&bev[closest], baseline_policies[closest], err);
+            goto done;
+        }
+        if (rc)
+            goto done;
+        rc = mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, &chosen, &ev, err);
+        if (rc)
+            goto done;
+        if (!ev.fits) {
+            rc = mpress_error_set(err, MPRESS_ESYSTEM,
+                                  "the MILP's plan does not fit when evaluated (GPU %d short by "
+                                  "%llu bytes): a cost-model mismatch",
+                                  ev.short_gpu, (unsigned long long)ev.short_bytes);
+            goto done;
+        }
+    } else {
+        if (!bev[chosen_idx].fits) {
+            explain_short(&bev[chosen_idx], baseline_policies[chosen_idx], err);
+            rc = MPRESS_EINFEASIBLE;
+            goto done;
+        }
+        chosen = base[chosen_idx];
+        memset(&base[chosen_idx], 0, sizeof(base[chosen_idx]));
+        ev = bev[chosen_idx];
+        snprintf(solver.status, sizeof(solver.status), "heuristic");
+        solver.objective = ev.iteration_s;
+        solver.bound = 0;
+        solver.gap = 1;
+        solver.nodes = -1;
+    }
+
+    mpress_plan_init(out);
+    snprintf(out->generator, sizeof(out->generator), "mpress %s", mpress_version());
+    snprintf(out->policy, sizeof(out->policy), "%s", o->policy);
+    rc = mpress_profile_copy(&out->profile, p, err);
+    if (rc)
+        goto fail;
+    out->topology = *topo;
+    out->schedule = o->schedule;
+    out->micro_batches = o->micro_batches;
+    /* Prefetches are issued at prefetch_before_op itself (the stage's first backward op): the
+     * cost model holds one micro-batch's evicted tensors for the whole backward. */
+    out->prefetch_lookahead = 0;
+    out->n_stages = chosen.n_stages;
+    out->stages = calloc((size_t)chosen.n_stages, sizeof(*out->stages));
+    out->n_actions = chosen.n_actions;
+    out->actions = chosen.actions;
+    chosen.actions = NULL;
+    out->n_gpus = topo->n_gpus;
+    out->gpus = calloc((size_t)topo->n_gpus, sizeof(*out->gpus));
+    if (!out->stages || !out->gpus) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto fail;
+    }
+    memcpy(out->stages, chosen.stages, sizeof(*out->stages) * (size_t)chosen.n_stages);
+    memcpy(out->gpus, ev.gpus, sizeof(*out->gpus) * (size_t)topo->n_gpus);
+    out->iteration_s = ev.iteration_s;
+    out->samples_per_s = ev.samples_per_s;
+    out->solver = solver;
+    out->n_baselines = N_BASELINES;
+    for (int i = 0; i < N_BASELINES; i++) {
+        struct mpress_plan_baseline *b = &out->baselines[i];
+        snprintf(b->policy, sizeof(b->policy), "%s", baseline_policies[i]);
+        b->fits = bev[i].fits;
+        b->iteration_s = bev[i].fits ? bev[i].iteration_s : 0;
+    }
+    rc = 0;
+    goto done;
+fail:
+    mpress_plan_finish(out);
+done:
+    for (int i = 0; i < N_BASELINES; i++)
+        mpress_assignment_finish(&base[i]);
+    mpress_assignment_finish(&chosen);
+    return rc;
+}

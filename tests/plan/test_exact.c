@@ -1,0 +1,461 @@
+/* Exactness of the MILP: on random tiny instances (<= 5 ops, <= 4 saved tensors, <= 3 GPUs)
+ * the MILP's optimum equals exhaustive enumeration of every partition x mapping x optimizer
+ * placement x per-tensor action under the evaluator (mpress_plan_evaluate).
+ *
+ * D2D byte shares are continuous, so the enumeration cannot list them: for each discrete
+ * choice with D2D tensors it solves the remaining split exactly as a small LP written here from
+ * the cost model (split bytes per stage and peer; peers' memory; NVLink loads per pair, or per
+ * NVSwitch port), independent of the MILP builder. Everything else the LP needs comes from the
+ * evaluator: the memory without parked bytes and the cycle of every link the split does not
+ * touch. The best split is then rounded to bytes and re-evaluated by the evaluator. */
+#include <glpk.h>
+#include <math.h>
+
+#include "check.h"
+#include "../../lib/plan/plan_internal.h"
+#include "tiny.h"
+
+#define MAXT 4
+
+struct brute {
+    const struct mpress_profile *p;
+    const struct mpress_topology *t;
+    enum mpress_schedule sched;
+    int M;
+    double best;
+    struct mpress_assignment a, best_a;
+    long evals, lps;
+};
+
+static int term_off(void *info, const char *s)
+{
+    (void)info, (void)s;
+    return 1;
+}
+
+static int fits_margin(const struct mpress_plan_eval *ev)
+{
+    for (int g = 0; g < ev->n_gpus; g++)
+        if ((double)ev->gpus[g].peak > (double)ev->gpus[g].capacity * (1 - PLAN_MEM_MARGIN))
+            return 0;
+    return ev->host_short == 0;
+}
+
+static int first_peer(const struct mpress_topology *t, int g)
+{
+    for (int q = 0; q < t->n_gpus; q++)
+        if (plan_nvlink_bw(t, g, q) > 0)
+            return q;
+    return -1;
+}
+
+/* Solves the D2D split of b->a (every d2d action already names its first peer with all its
+ * bytes). Returns the iteration time, or -1 when no split fits. Rewrites b->a's split. */
+static double split_lp(struct brute *b)
+{
+    const struct mpress_topology *t = b->t;
+    const int S = b->a.n_stages, G = t->n_gpus;
+    struct mpress_plan_eval ev1, ev0;
+    if (mpress_plan_evaluate(b->p, t, b->sched, b->M, &b->a, &ev1, NULL))
+        return -1;
+    /* Keep-version: the cycle of everything the split does not move. */
+    struct mpress_plan_action saved[MAXT];
+    for (int j = 0; j < b->a.n_actions; j++) {
+        saved[j] = b->a.actions[j];
+        if (b->a.actions[j].action == MPRESS_ACTION_D2D_SWAP) {
+            b->a.actions[j].action = MPRESS_ACTION_KEEP;
+            b->a.actions[j].n_peers = 0;
+        }
+    }
+    int rc = mpress_plan_evaluate(b->p, t, b->sched, b->M, &b->a, &ev0, NULL);
+    for (int j = 0; j < b->a.n_actions; j++)
+        b->a.actions[j] = saved[j];
+    if (rc)
+        return -1;
+    double c0 = ev0.cycle_s;
+    double lb = ev1.fill_drain_s + (b->M - 1) * c0 + ev1.tail_s;
+    if (lb >= b->best * (1 + 1e-9))
+        return -1;
+    double base[MPRESS_MAX_GPUS];
+    for (int g = 0; g < G; g++) {
+        base[g] = (double)(ev1.gpus[g].peak - ev1.gpus[g].parked) / MB;
+        if (base[g] > ev1.gpus[g].capacity * (1 - PLAN_MEM_MARGIN) / MB)
+            return -1;
+    }
+    if (ev1.host_short)
+        return -1;
+    b->lps++;
+
+    /* Per stage: D2D bytes, GPU, in-flight count, boundary output. */
+    double D[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
+    int gpu[MPRESS_MAX_GPUS], n[MPRESS_MAX_GPUS], stage_on[MPRESS_MAX_GPUS];
+    for (int g = 0; g < G; g++)
+        stage_on[g] = -1;
+    for (int k = 0; k < S; k++) {
+        gpu[k] = b->a.stages[k].gpu;
+        stage_on[gpu[k]] = k;
+        n[k] = plan_in_flight(b->sched, S, k, b->M);
+        out[k] = k + 1 < S ? (double)b->p->ops[b->a.stages[k].last_op].output_bytes / MB : 0;
+    }
+    for (int j = 0; j < b->a.n_actions; j++) {
+        const struct mpress_plan_action *ac = &b->a.actions[j];
+        if (ac->action != MPRESS_ACTION_D2D_SWAP)
+            continue;
+        int k = 0;
+        while (b->a.stages[k].last_op < ac->op)
+            k++;
+        D[k] += (double)b->p->ops[ac->op].tensors[ac->tensor].bytes / MB;
+    }
+
+    glp_prob *lp = glp_create_prob();
+    glp_set_obj_dir(lp, GLP_MIN);
+    int T = glp_add_cols(lp, 1);
+    glp_set_col_bnds(lp, T, GLP_LO, c0, 0);
+    glp_set_obj_coef(lp, T, 1);
+    int e[MPRESS_MAX_GPUS][MPRESS_MAX_GPUS] = {{0}};
+    for (int k = 0; k < S; k++)
+        for (int g = 0; g < G; g++)
+            if (D[k] > 0 && plan_nvlink_bw(t, gpu[k], g) > 0) {
+                e[k][g] = glp_add_cols(lp, 1);
+                glp_set_col_bnds(lp, e[k][g], GLP_LO, 0, 0);
+            }
+    int ind[64];
+    double val[64];
+    for (int k = 0; k < S; k++) { /* the whole D2D volume is split */
+        if (D[k] <= 0)
+            continue;
+        int nz = 0;
+        for (int g = 0; g < G; g++)
+            if (e[k][g])
+                ind[++nz] = e[k][g], val[nz] = 1;
+        int r = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, r, GLP_FX, D[k], D[k]);
+        glp_set_mat_row(lp, r, nz, ind, val);
+    }
+    for (int g = 0; g < G; g++) { /* peers' memory */
+        int nz = 0;
+        for (int k = 0; k < S; k++)
+            if (e[k][g])
+                ind[++nz] = e[k][g], val[nz] = n[k];
+        if (!nz)
+            continue;
+        int r = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, r, GLP_UP, 0,
+                         ev1.gpus[g].capacity * (1 - PLAN_MEM_MARGIN) / MB - base[g]);
+        glp_set_mat_row(lp, r, nz, ind, val);
+    }
+    /* Links: bytes each way per micro-batch over bandwidth <= T. */
+    if (t->fabric == MPRESS_FABRIC_NVSWITCH) {
+        for (int g = 0; g < G; g++) {
+            int nz = 0, k = stage_on[g];
+            ind[++nz] = T, val[nz] = plan_port_bw(t, g) / MB;
+            for (int q = 0; q < G; q++) {
+                if (k >= 0 && e[k][q])
+                    ind[++nz] = e[k][q], val[nz] = -1;
+                if (stage_on[q] >= 0 && e[stage_on[q]][g])
+                    ind[++nz] = e[stage_on[q]][g], val[nz] = -1;
+            }
+            double bnd = k >= 0 ? out[k] + (k > 0 ? out[k - 1] : 0) : 0;
+            int r = glp_add_rows(lp, 1);
+            glp_set_row_bnds(lp, r, GLP_LO, bnd, 0);
+            glp_set_mat_row(lp, r, nz, ind, val);
+        }
+    } else {
+        for (int x = 0; x < G; x++)
+            for (int y = x + 1; y < G; y++) {
+                if (plan_nvlink_bw(t, x, y) <= 0)
+                    continue;
+                int nz = 0, kx = stage_on[x], ky = stage_on[y];
+                ind[++nz] = T, val[nz] = plan_nvlink_bw(t, x, y) / MB;
+                if (kx >= 0 && e[kx][y])
+                    ind[++nz] = e[kx][y], val[nz] = -1;
+                if (ky >= 0 && e[ky][x])
+                    ind[++nz] = e[ky][x], val[nz] = -1;
+                double bnd = 0;
+                if (kx >= 0 && ky >= 0 && (kx == ky + 1 || ky == kx + 1))
+                    bnd = out[kx < ky ? kx : ky];
+                int r = glp_add_rows(lp, 1);
+                glp_set_row_bnds(lp, r, GLP_LO, bnd, 0);
+                glp_set_mat_row(lp, r, nz, ind, val);
+            }
+    }
+    glp_smcp parm;
+    glp_init_smcp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    double value = -1;
+    if (glp_simplex(lp, &parm) == 0 && glp_get_status(lp) == GLP_OPT) {
+        value = ev1.fill_drain_s + (b->M - 1) * glp_get_obj_val(lp) + ev1.tail_s;
+        /* Write the split into the assignment: bytes per peer, tensor by tensor. */
+        double left[MPRESS_MAX_GPUS][MPRESS_MAX_GPUS];
+        for (int k = 0; k < S; k++)
+            for (int g = 0; g < G; g++)
+                left[k][g] = e[k][g] ? glp_get_col_prim(lp, e[k][g]) * MB : 0;
+        for (int j = 0; j < b->a.n_actions; j++) {
+            struct mpress_plan_action *ac = &b->a.actions[j];
+            if (ac->action != MPRESS_ACTION_D2D_SWAP)
+                continue;
+            int k = 0;
+            while (b->a.stages[k].last_op < ac->op)
+                k++;
+            uint64_t need = b->p->ops[ac->op].tensors[ac->tensor].bytes;
+            ac->n_peers = 0;
+            for (int g = 0; g < G && need > 0; g++) {
+                if (!e[k][g] || left[k][g] < 0.5)
+                    continue;
+                uint64_t take = (uint64_t)llround(left[k][g]);
+                if (take > need)
+                    take = need;
+                ac->peers[ac->n_peers] = g;
+                ac->peer_bytes[ac->n_peers++] = take;
+                need -= take;
+                left[k][g] -= (double)take;
+            }
+            if (need > 0) { /* rounding: the last byte or so goes to the last peer used */
+                if (ac->n_peers == 0) {
+                    ac->peers[0] = first_peer(t, gpu[k]);
+                    ac->peer_bytes[0] = 0;
+                    ac->n_peers = 1;
+                }
+                ac->peer_bytes[ac->n_peers - 1] += need;
+            }
+        }
+    }
+    glp_delete_prob(lp);
+    return value;
+}
+
+static void consider(struct brute *b)
+{
+    int has_d2d = 0;
+    for (int j = 0; j < b->a.n_actions; j++)
+        has_d2d |= b->a.actions[j].action == MPRESS_ACTION_D2D_SWAP;
+    double v;
+    b->evals++;
+    if (has_d2d) {
+        v = split_lp(b);
+        if (v < 0)
+            return;
+    } else {
+        struct mpress_plan_eval ev;
+        if (mpress_plan_evaluate(b->p, b->t, b->sched, b->M, &b->a, &ev, NULL) || !fits_margin(&ev))
+            return;
+        v = ev.iteration_s;
+    }
+    if (v < b->best) {
+        b->best = v;
+        b->best_a.n_stages = b->a.n_stages;
+        memcpy(b->best_a.stages, b->a.stages, sizeof(b->a.stages));
+        memcpy(b->best_a.actions, b->a.actions, sizeof(*b->a.actions) * (size_t)b->a.n_actions);
+    }
+}
+
+/* Every action vector for the current stages, mapping and optimizer placement. */
+static void enum_actions(struct brute *b, int j)
+{
+    if (j == b->a.n_actions) {
+        consider(b);
+        return;
+    }
+    struct mpress_plan_action *ac = &b->a.actions[j];
+    int k = 0;
+    while (b->a.stages[k].last_op < ac->op)
+        k++;
+    for (int kind = 0; kind < 4; kind++) {
+        ac->action = (enum mpress_action)kind;
+        ac->n_peers = 0;
+        ac->evict_after_op = kind ? ac->op : -1;
+        ac->prefetch_before_op = kind ? b->a.stages[k].last_op : -1;
+        if (kind == MPRESS_ACTION_D2D_SWAP) {
+            int q = first_peer(b->t, b->a.stages[k].gpu);
+            if (q < 0)
+                continue;
+            ac->n_peers = 1;
+            ac->peers[0] = q;
+            ac->peer_bytes[0] = b->p->ops[ac->op].tensors[ac->tensor].bytes;
+        }
+        enum_actions(b, j + 1);
+    }
+}
+
+static void enum_mapping(struct brute *b, int k, unsigned used)
+{
+    int S = b->a.n_stages;
+    if (k == S) {
+        for (int mask = 0; mask < (1 << S); mask++) {
+            for (int s = 0; s < S; s++)
+                b->a.stages[s].optimizer_on_host = (mask >> s) & 1;
+            enum_actions(b, 0);
+        }
+        return;
+    }
+    for (int g = 0; g < b->t->n_gpus; g++) {
+        if (used & (1u << g))
+            continue;
+        b->a.stages[k].gpu = g;
+        enum_mapping(b, k + 1, used | (1u << g));
+    }
+}
+
+/* Stages S with cuts chosen as a bit mask over the n-1 op boundaries. */
+static void enum_partitions(struct brute *b)
+{
+    int n = b->p->n_ops;
+    for (unsigned mask = 0; mask < (1u << (n - 1)); mask++) {
+        int S = __builtin_popcount(mask) + 1;
+        if (S > b->t->n_gpus)
+            continue;
+        int k = 0, first = 0;
+        for (int i = 0; i < n; i++)
+            if (i == n - 1 || (mask >> i) & 1) {
+                b->a.stages[k].first_op = first;
+                b->a.stages[k].last_op = i;
+                first = i + 1;
+                k++;
+            }
+        b->a.n_stages = S;
+        enum_mapping(b, 0, 0);
+    }
+}
+
+static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
+                            enum mpress_schedule *sched, int *M)
+{
+    int G = tiny_range(1, 3);
+    int nvswitch = G > 1 && tiny_range(0, 2) == 0;
+    int n = tiny_range(1, 5);
+    int tensors_left = tiny_range(1, MAXT);
+    tiny_profile_init(p);
+    uint64_t states = 0, acts = 0;
+    static const uint64_t sizes[] = {40, 90, 150};
+    static const double rec[] = {0.002, 0.012};
+    for (int i = 0; i < n; i++) {
+        int nt = tiny_range(0, 2);
+        if (nt > tensors_left)
+            nt = tensors_left;
+        tensors_left -= nt;
+        const char *kind = tiny_range(0, 1) ? "mlp" : "attn";
+        struct mpress_op *op = tiny_op(p, kind, 0.001 * tiny_range(1, 10),
+                                       (uint64_t)tiny_range(0, 40), (uint64_t)tiny_range(5, 60),
+                                       nt);
+        op->workspace_bytes = (uint64_t)tiny_range(0, 30) * MB;
+        states += op->param_bytes + op->grad_bytes + op->optim_bytes;
+        for (int k = 0; k < nt; k++) {
+            struct mpress_saved_tensor *ts = &op->tensors[k];
+            snprintf(ts->name, sizeof(ts->name), "t%d", tiny_range(0, 1));
+            ts->bytes = sizes[tiny_range(0, 2)] * MB;
+            ts->recompute_s = rec[tiny_range(0, 1)];
+            ts->recompute_op = i;
+            acts += ts->bytes;
+        }
+    }
+    *M = tiny_range(1, 4);
+    *sched = (enum mpress_schedule)tiny_range(0, 2);
+    uint64_t hi = (states + acts * (uint64_t)*M) / MB + 200, lo = states / MB / (uint64_t)G + 20;
+    tiny_topo(t, G, nvswitch, lo + tiny_rand() % (hi - lo + 1));
+    if (!nvswitch) {
+        for (int a = 0; a < G; a++)
+            for (int c = a + 1; c < G; c++)
+                t->nvlinks[a][c] = t->nvlinks[c][a] = tiny_range(0, 2);
+        if (G > 1 && tiny_range(0, 1)) { /* two PCIe switches */
+            t->n_switches = 2;
+            t->switches[1].uplink_bytes_per_s = 250 * MB;
+            for (int g = 0; g < G; g++)
+                t->gpus[g].pcie_switch = tiny_range(0, 1);
+        }
+    }
+    if (tiny_range(0, 1)) /* a slow host link makes D2D worth its NVLink time */
+        t->pcie_bytes_per_s = 60 * MB;
+    if (tiny_range(0, 2) == 0)
+        t->host_memory_bytes = (uint64_t)tiny_range(0, 600) * MB;
+}
+
+int main(void)
+{
+    glp_term_hook(term_off, NULL);
+    tiny_state_ = 0x6d707265737321ULL; /* fixed seed */
+    int instances = 400, feasible = 0, with_d2d = 0, with_host_opt = 0;
+    for (int inst = 0; inst < instances; inst++) {
+        struct mpress_profile p;
+        struct mpress_topology t;
+        enum mpress_schedule sched;
+        int M;
+        random_instance(&p, &t, &sched, &M);
+
+        const char *only = getenv("MPRESS_EXACT_ONLY");
+        if (only && atoi(only) != inst) {
+            mpress_profile_finish(&p);
+            continue;
+        }
+        struct brute b = {.p = &p, .t = &t, .sched = sched, .M = M, .best = INFINITY};
+        mpress_assignment_init(&b.a, &p, NULL);
+        mpress_assignment_init(&b.best_a, &p, NULL);
+        enum_partitions(&b);
+
+        struct mpress_plan_options o;
+        mpress_plan_options_init(&o);
+        o.schedule = sched;
+        o.micro_batches = M;
+        o.cuts = MPRESS_CUTS_OPS;
+        o.mip_gap = 0;
+        o.dump_lp = getenv("MPRESS_EXACT_LP");
+        struct mpress_assignment ia;
+        struct mpress_plan_solver st;
+        struct mpress_error err;
+        mpress_error_clear(&err);
+        int rc = mpress_plan_ilp(&p, &t, &o, &ia, &st, &err);
+        if (isinf(b.best)) {
+            CHECK_MSG(rc == MPRESS_EINFEASIBLE, "instance %d: nothing fits but the MILP says %d (%s)",
+                      inst, rc, err.text);
+            if (rc == 0) {
+                struct mpress_plan_eval ev;
+                mpress_plan_evaluate(&p, &t, sched, M, &ia, &ev, NULL);
+                fprintf(stderr, "  MILP plan: objective %.9g, evaluated %.9g, fits %d\n",
+                        st.objective, ev.iteration_s, ev.fits);
+                for (int g = 0; g < ev.n_gpus; g++)
+                    fprintf(stderr, "  gpu %d: peak %llu of %llu\n", g,
+                            (unsigned long long)ev.gpus[g].peak,
+                            (unsigned long long)ev.gpus[g].capacity);
+                mpress_assignment_finish(&ia);
+            }
+        } else {
+            feasible++;
+            CHECK_MSG(rc == 0, "instance %d: the MILP failed: %d %s", inst, rc, err.text);
+            if (rc == 0) {
+                CHECK_MSG(fabs(st.objective - b.best) <= 1e-6 * b.best + 1e-9,
+                          "instance %d (G=%d %s M=%d %s, %d ops): MILP %.9g, enumeration %.9g",
+                          inst, t.n_gpus, t.fabric ? "nvswitch" : "direct", M,
+                          mpress_schedule_name(sched), p.n_ops, st.objective, b.best);
+                struct mpress_plan_eval ev;
+                CHECK_INT(mpress_plan_evaluate(&p, &t, sched, M, &ia, &ev, &err), 0);
+                CHECK_MSG(ev.fits, "instance %d: MILP plan short on GPU %d by %llu", inst,
+                          ev.short_gpu, (unsigned long long)ev.short_bytes);
+                CHECK_MSG(fabs(ev.iteration_s - st.objective) <= 1e-6 * st.objective,
+                          "instance %d: evaluated %.9g, MILP objective %.9g", inst,
+                          ev.iteration_s, st.objective);
+                for (int j = 0; j < ia.n_actions; j++)
+                    if (ia.actions[j].action == MPRESS_ACTION_D2D_SWAP) {
+                        with_d2d++;
+                        break;
+                    }
+                for (int k = 0; k < ia.n_stages; k++)
+                    if (ia.stages[k].optimizer_on_host) {
+                        with_host_opt++;
+                        break;
+                    }
+                mpress_assignment_finish(&ia);
+            }
+            /* The enumeration's best, with its split rounded to bytes, evaluates to its value. */
+            struct mpress_plan_eval ev;
+            CHECK_INT(mpress_plan_evaluate(&p, &t, sched, M, &b.best_a, &ev, NULL), 0);
+            CHECK_NEAR(ev.iteration_s, b.best, 1e-6);
+        }
+        mpress_assignment_finish(&b.a);
+        mpress_assignment_finish(&b.best_a);
+        mpress_profile_finish(&p);
+    }
+    fprintf(stderr, "%d instances, %d feasible, %d optimal plans use D2D, %d host optimizer\n",
+            instances, feasible, with_d2d, with_host_opt);
+    CHECK(feasible >= 200);
+    CHECK(with_d2d >= 10);
+    return check_done();
+}
