@@ -382,7 +382,7 @@ static int validate(const struct mpress_plan *plan, int **action_of, struct mpre
 
 /* Per (global micro-batch, op): task ids, built as the streams are laid out. */
 struct layout {
-    int *fwd, *bwd, *bslot_pred; /* [u * n_ops + op] */
+    int *fwd, *bwd, *bslot_pos;  /* [u * n_ops + op]; bslot_pos: stream index of the slot */
     int *bstart;                 /* [u * n_stages + k]: first task of the backward pass */
 };
 
@@ -434,7 +434,7 @@ static void lay_backward(struct mpress_sim *sim, struct layout *L, const int *ac
     int g = s->gpu, u = it * sim->M + m;
     int before = sim->seq_len[k];
     for (int o = s->last_op; o >= s->first_op; o--) {
-        L->bslot_pred[u * pr->n_ops + o] = seq_last(sim, k);
+        L->bslot_pos[u * pr->n_ops + o] = sim->seq_len[k];
         /* Recompute right before the backward that first needs the tensor. */
         for (int o2 = s->first_op; o2 <= o; o2++)
             for (int j = 0; j < pr->ops[o2].n_tensors; j++) {
@@ -682,9 +682,11 @@ static int lay_boundaries(struct mpress_sim *sim, struct layout *L, struct mpres
     return sim->failed ? -1 : 0;
 }
 
-/* Evictions leave after the forward of evict_after_op; prefetches are issued when the compute
- * stream reaches the backward slot of op min(prefetch_before_op + lookahead, last op of the
- * stage) (i.e. when the task before that slot finishes), and the backward of
+/* Evictions leave after the forward of evict_after_op. Prefetches are issued when the compute
+ * stream is prefetch_lookahead tasks short of the backward slot of prefetch_before_op (the
+ * slot begins with that op's recomputes, if any): lookahead 0 issues it when the task before
+ * the slot ends; larger lookaheads reach back into earlier backward ops and, past the start of
+ * the backward pass, into the forward that precedes it on the stream. The backward of
  * prefetch_before_op waits for them. A D2D swap is one copy per peer share, each on its own
  * peer engine, so the shares move at once over their own NVLinks. */
 static int lay_swaps(struct mpress_sim *sim, struct layout *L, struct mpress_error *err)
@@ -702,9 +704,6 @@ static int lay_swaps(struct mpress_sim *sim, struct layout *L, struct mpress_err
         int g = s->gpu;
         int e = a->evict_after_op < 0 ? a->op : a->evict_after_op;
         int p = a->prefetch_before_op < 0 ? a->op : a->prefetch_before_op;
-        int trig = p + plan->prefetch_lookahead;
-        if (trig > s->last_op)
-            trig = s->last_op;
         int parts = a->action == MPRESS_ACTION_HOST_SWAP ? 1 : a->n_peers;
         for (int u = 0; u < sim->N * sim->M; u++) {
             int it = u / sim->M, m = u % sim->M;
@@ -755,7 +754,9 @@ static int lay_swaps(struct mpress_sim *sim, struct layout *L, struct mpress_err
                     free(trig_pairs);
                     return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
                 }
-                trig_pairs[2 * n_pairs] = L->bslot_pred[u * n_ops + trig];
+                /* issued when the task prefetch_lookahead places before the slot ends */
+                int at = L->bslot_pos[u * n_ops + p] - 1 - plan->prefetch_lookahead;
+                trig_pairs[2 * n_pairs] = at >= 0 ? sim->seq[k][at] : -1;
                 trig_pairs[2 * n_pairs + 1] = pf;
                 n_pairs++;
             }
@@ -1370,12 +1371,12 @@ int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_optio
     sim->stall_opt = calloc((size_t)(G * N), sizeof(double));
     L.fwd = malloc(cells * sizeof(int));
     L.bwd = malloc(cells * sizeof(int));
-    L.bslot_pred = malloc(cells * sizeof(int));
+    L.bslot_pos = malloc(cells * sizeof(int));
     L.bstart = malloc((size_t)U * (size_t)S * sizeof(int));
     step_task = malloc((size_t)(N * S) * sizeof(int));
     if (!sim->seq || !sim->seq_len || !sim->seq_cap || !sim->seq_pos || !sim->queues ||
         !sim->iter_end || !sim->iter_steps || !sim->busy || !sim->stall_swap ||
-        !sim->stall_boundary || !sim->stall_opt || !L.fwd || !L.bwd || !L.bslot_pred || !L.bstart ||
+        !sim->stall_boundary || !sim->stall_opt || !L.fwd || !L.bwd || !L.bslot_pos || !L.bstart ||
         !step_task) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto fail;
@@ -1443,7 +1444,7 @@ int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_optio
     }
     free(L.fwd);
     free(L.bwd);
-    free(L.bslot_pred);
+    free(L.bslot_pos);
     free(L.bstart);
     free(step_task);
     free(action_of);
@@ -1455,7 +1456,7 @@ fail_laid:
 fail:
     free(L.fwd);
     free(L.bwd);
-    free(L.bslot_pred);
+    free(L.bslot_pos);
     free(L.bstart);
     free(step_task);
     free(action_of);
