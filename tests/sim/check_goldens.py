@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
 """Every golden plan (plans/*.json) simulates without running out of memory: `mpress run PLAN`
-exits 0. Skips (77) while plans/ holds none. usage: check_goldens.py MPRESS SRCDIR"""
+exits 0. The trace and SVG of the default plan (the first golden whose name says gpt3-6.7b,
+else the first golden) pass the same schema and XML checks as check_outputs.py. Skips (77)
+while plans/ holds none. usage: check_goldens.py MPRESS SRCDIR"""
 import glob
+import json
 import os
 import subprocess
 import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_outputs  # noqa: E402
 
 
 def main():
@@ -24,7 +31,20 @@ def main():
             print(r.stderr.strip())
     print("%d of %d golden plans simulate without running out of memory" %
           (len(plans) - bad, len(plans)))
-    return 1 if bad else 0
+    default = next((p for p in plans if "gpt3-6.7b" in os.path.basename(p)), plans[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([mpress, "run", default, "--iterations", "1", "--trace",
+                            tmp + "/t.json", "--svg", tmp + "/m.svg"], capture_output=True)
+        n_gpus = len(json.load(open(default))["topology"]["gpus"])
+        if os.path.exists(tmp + "/t.json"):
+            check_outputs.check_trace(tmp + "/t.json", n_gpus, required=("forward", "backward",
+                                                                         "optimizer"))
+            check_outputs.check_svg(tmp + "/m.svg", n_gpus)
+        else:
+            check_outputs.check(False, "trace of %s written (exit %d)" % (default, r.returncode))
+    print("%s: trace and SVG checked, %d failures" % (os.path.relpath(default, src),
+                                                     check_outputs.failures))
+    return 1 if bad or check_outputs.failures else 0
 
 
 if __name__ == "__main__":

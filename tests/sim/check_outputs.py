@@ -26,7 +26,8 @@ def is_num(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def check_trace(path, n_gpus):
+def check_trace(path, n_gpus, required=("forward", "backward", "optimizer", "send_act",
+                                       "send_grad", "evict", "prefetch", "recompute")):
     t = json.load(open(path))
     check(isinstance(t, dict) and isinstance(t.get("traceEvents"), list), "traceEvents list")
     evs = t["traceEvents"]
@@ -71,8 +72,7 @@ def check_trace(path, n_gpus):
             # one compute stream or copy engine runs one thing at a time (times are printed
             # in µs with 3 decimals, hence the slack of one last digit)
             check(b[0] >= a[1] - 1.5e-3, "overlap on track %r: %s and %s" % (key, a[2], b[2]))
-    for c in ("forward", "backward", "optimizer", "send_act", "send_grad", "evict",
-              "prefetch", "recompute"):
+    for c in required:
         check(c in cats, "trace has %s events" % c)
     check(set(range(n_gpus)) <= procs, "a process per GPU")
 
