@@ -1,20 +1,28 @@
 /* Messages and argument parsing shared by the subcommands. */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+
+static void vmessage(const char *cmd, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "mpress: %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "mpress: %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(cmd, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 int cli_fail(const char *cmd, const char *what, const struct mpress_error *err)
@@ -28,12 +36,32 @@ int cli_fail(const char *cmd, const char *what, const struct mpress_error *err)
 int cli_usage(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "mpress: %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(cmd, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry 'mpress %s --help'.\n", cmd);
+    fprintf(stderr, "Try 'mpress %s --help'.\n", cmd);
     return MPRESS_EUSAGE;
+}
+
+int cli_bad_option(const char *cmd, int c, char **argv)
+{
+    /* optopt names a short option (and is the value of a long one that lacks its argument);
+     * a long option is named by argv[optind - 1], which getopt has already passed. */
+    char shortopt[3] = {'-', (char)optopt, '\0'};
+    const char *prev = optind > 0 ? argv[optind - 1] : "";
+    const char *opt = !optopt || (c == ':' && strncmp(prev, "--", 2) == 0) ? prev : shortopt;
+    if (c == ':')
+        return cli_usage(cmd, "option '%s' needs a value", opt);
+    return cli_usage(cmd, "unknown option '%s'", opt);
+}
+
+int cli_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (strcmp(a, b) == 0)
+        return 1;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
 }
 
 int cli_parse_int(const char *s, long min, long max, long *out)

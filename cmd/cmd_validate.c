@@ -121,12 +121,12 @@ int cmd_validate(int argc, char **argv)
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
         if (c == 'h') {
             help();
             return 0;
         }
-        return cli_usage("validate", "unknown option '%s'", argv[optind - 1]);
+        return cli_bad_option("validate", c, argv);
     }
     if (optind >= argc)
         return cli_usage("validate", "missing FILE");
