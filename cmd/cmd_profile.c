@@ -54,7 +54,8 @@ static void usage(FILE *out)
             "\n"
             "  --list-models          print the named configs and their sizes\n"
             "  -o FILE                write the profile to FILE (default: standard output);\n"
-            "                         nothing is written when the command fails\n"
+            "                         nothing is written when the command fails; FILE must\n"
+            "                         not be the input file\n"
             "\n" CLI_EXIT_CODES);
 }
 
@@ -166,6 +167,10 @@ int cmd_profile(int argc, char **argv)
     if (!analytic && !import_kind)
         return cli_usage(cmd, "nothing to do: give --analytic --model NAME, --import "
                               "pipedream FILE or -- COMMAND");
+
+    const char *input = import_kind ? import_file : model_file;
+    if (input && strcmp(out, "-") != 0 && cli_same_file(input, out))
+        return cli_usage(cmd, "-o '%s' is the input file", out);
 
     struct mpress_profile p;
     struct mpress_error err;
