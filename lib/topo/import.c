@@ -14,45 +14,15 @@
 
 int topo_read_file(const char *file, char **text, size_t *size, struct mpress_error *err)
 {
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL, "cannot open: %s",
-                               strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (len < cap)
-            break;
-        if (cap >= MAX_DUMP_BYTES) {
-            free(buf);
-            fclose(f);
-            return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL,
-                                   "larger than %u bytes: not a topology dump", MAX_DUMP_BYTES);
-        }
-        cap *= 2;
-        char *p = realloc(buf, cap + 1);
-        if (!p)
-            free(buf);
-        buf = p;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf)
-        return mpress_error_at(err, MPRESS_ESYSTEM, file, 0, 0, NULL, "out of memory");
-    if (bad) {
-        free(buf);
-        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL, "read error");
-    }
-    if (memchr(buf, '\0', len)) {
-        free(buf);
+    int rc = mpress_read_file(file, MAX_DUMP_BYTES, text, size, err);
+    if (rc)
+        return rc;
+    if (memchr(*text, '\0', *size)) {
+        free(*text);
+        *text = NULL;
         return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL,
                                "binary data: not a topology dump");
     }
-    buf[len] = '\0';
-    *text = buf;
-    *size = len;
     return MPRESS_OK;
 }
 

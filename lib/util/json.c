@@ -125,45 +125,68 @@ int mpress_json_doc_parse(struct mpress_json_doc *doc, const char *text, size_t 
     return 0;
 }
 
+int mpress_read_file(const char *file, size_t max_bytes, char **text, size_t *size,
+                     struct mpress_error *err)
+{
+    *text = NULL;
+    *size = 0;
+    FILE *f = fopen(file, "rb");
+    if (!f) {
+        /* A path that names no readable file is the user's input being wrong, not the system
+         * failing: only the rest (EMFILE, ENOMEM, EIO, ...) is MPRESS_ESYSTEM. */
+        int e = errno;
+        int input = e == ENOENT || e == EACCES || e == EISDIR || e == ENOTDIR ||
+                    e == ENAMETOOLONG || e == ELOOP || e == EPERM;
+        return mpress_error_at(err, input ? MPRESS_EINPUT : MPRESS_ESYSTEM, file, 0, 0, "",
+                               "cannot open: %s", strerror(e));
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    int e = 0;
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) {
+            e = ferror(f) ? (errno ? errno : EIO) : 0;
+            break;
+        }
+        if (max_bytes && cap > max_bytes)
+            break;
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb)
+            free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!buf)
+        return mpress_error_at(err, MPRESS_ESYSTEM, file, 0, 0, "", "out of memory");
+    int rc = 0;
+    if (e)
+        rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot read: %s",
+                             strerror(e));
+    else if (max_bytes && n > max_bytes)
+        rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "",
+                             "larger than %zu bytes: not a file mpress reads", max_bytes);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *size = n;
+    return 0;
+}
+
 int mpress_json_doc_load(struct mpress_json_doc *doc, const char *file, struct mpress_error *err)
 {
     memset(doc, 0, sizeof(*doc));
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return mpress_error_at(err, errno == ENOENT || errno == EACCES || errno == EISDIR
-                                        ? MPRESS_EINPUT
-                                        : MPRESS_ESYSTEM,
-                               file, 0, 0, "", "cannot open: %s", strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    }
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot read: %s",
-                               strerror(errno));
-    }
-    int rc = mpress_json_doc_parse(doc, buf, n, file, err);
+    char *buf;
+    size_t n;
+    int rc = mpress_read_file(file, 0, &buf, &n, err);
+    if (rc)
+        return rc;
+    rc = mpress_json_doc_parse(doc, buf, n, file, err);
     free(buf);
     return rc;
 }

@@ -40,6 +40,26 @@ int main(void)
     CHECK_INT(mpress_json_write_file(bad, o, &err), MPRESS_ESYSTEM);
     CHECK(access(bad, F_OK) != 0);
     json_decref(o);
+
+    /* reading: whole file, NUL-terminated; every way a path can name no readable file is a bad
+     * input (exit 3), a path through a regular file included (ENOTDIR) */
+    char *text = NULL;
+    size_t size = 0;
+    CHECK_INT(mpress_read_file(path, 0, &text, &size, &err), 0);
+    CHECK(text && size > 10 && text[size] == '\0' && text[0] == '{');
+    free(text);
+    CHECK_INT(mpress_read_file(path, 10, &text, &size, &err), MPRESS_EINPUT);
+    CHECK(text == NULL && strstr(err.text, "larger than 10 bytes") != NULL);
+    CHECK_STR(err.file, path);
+    CHECK_INT(mpress_read_file(bad, 0, &text, &size, &err), MPRESS_EINPUT);
+    char through[300];
+    snprintf(through, sizeof(through), "%s/x.json", path);
+    CHECK_INT(mpress_read_file(through, 0, &text, &size, &err), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "cannot open") != NULL);
+    CHECK_INT(mpress_json_doc_load(&doc, through, &err), MPRESS_EINPUT);
+    mpress_json_doc_finish(&doc);
+    CHECK_INT(mpress_read_file(dir, 0, &text, &size, &err), MPRESS_EINPUT);
+    CHECK(text == NULL);
     unlink(path);
     rmdir(dir);
 
