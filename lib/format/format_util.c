@@ -19,6 +19,17 @@ void fmt_index(char *out, size_t size, const char *arr_path, size_t i)
     snprintf(out, size, "%s[%zu]", arr_path ? arr_path : "", i);
 }
 
+int fmt_array_object(const struct mpress_json_doc *doc, const json_t *arr, size_t i,
+                     const char *arr_path, json_t **out, char *path, size_t psize,
+                     struct mpress_error *err)
+{
+    fmt_index(path, psize, arr_path, i);
+    *out = json_array_get(arr, i);
+    if (!json_is_object(*out))
+        return mpress_json_doc_error(doc, err, path, "expected an object");
+    return 0;
+}
+
 int fmt_check_keys(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
                    const char *const *keys, struct mpress_error *err)
 {
