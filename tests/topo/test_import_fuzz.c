@@ -22,20 +22,8 @@ static uint64_t next(void)
 
 static char *slurp(const char *path, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
+    char *text;
+    return mpress_read_file(path, 0, &text, size, NULL) == 0 ? text : NULL;
 }
 
 static const char tokens[][12] = {"NV", "X", "<", ">", "/>", "\"", "=", "\n", "\t", " ", "GPU9",
