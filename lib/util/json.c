@@ -200,12 +200,16 @@ void mpress_json_doc_finish(struct mpress_json_doc *doc)
     memset(doc, 0, sizeof(*doc));
 }
 
-/* A small scanner over already-validated JSON text that tracks the path of every value. */
+/* A small scanner over JSON text that tracks the path, line and column of every value. It
+ * looks for the value at the path target, or (target NULL) for the value that starts at byte
+ * target_off; then the text need only be valid JSON up to there, as when the parser stopped
+ * at that value. */
 struct scan {
     const char *s;
     size_t i, n;
     int line, col;
     const char *target;
+    size_t target_off;
     int found_line, found_col;
     size_t best_len;            /* longest matched prefix of target, for the nearest fallback */
     int best_line, best_col;
@@ -254,6 +258,13 @@ static void scan_string(struct scan *sc, char *out, size_t size)
 
 static int path_match(struct scan *sc, const char *path, int line, int col)
 {
+    if (!sc->target) {
+        if (sc->i != sc->target_off)
+            return 0;
+        sc->found_line = line;
+        sc->found_col = col;
+        return 1;
+    }
     if (strcmp(path, sc->target) == 0) {
         sc->found_line = line;
         sc->found_col = col;
@@ -269,10 +280,16 @@ static int path_match(struct scan *sc, const char *path, int line, int col)
     return 0;
 }
 
+/* Looking for an offset and gone beyond it: nothing more to find. */
+static int past(const struct scan *sc)
+{
+    return !sc->target && sc->i > sc->target_off;
+}
+
 static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
 {
     skip_ws(sc);
-    if (sc->i >= sc->n || depth > 256)
+    if (sc->i >= sc->n || depth > 256 || (!sc->target && sc->i > sc->target_off))
         return 0;
     if (path_match(sc, path, sc->line, sc->col))
         return 1;
@@ -281,7 +298,7 @@ static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
     if (c == '{') {
         adv(sc);
         skip_ws(sc);
-        while (sc->i < sc->n && sc->s[sc->i] != '}') {
+        while (sc->i < sc->n && sc->s[sc->i] != '}' && !past(sc)) {
             char key[256];
             scan_string(sc, key, sizeof(key));
             skip_ws(sc);
@@ -301,7 +318,7 @@ static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
         adv(sc);
         skip_ws(sc);
         long idx = 0;
-        while (sc->i < sc->n && sc->s[sc->i] != ']') {
+        while (sc->i < sc->n && sc->s[sc->i] != ']' && !past(sc)) {
             snprintf(path + plen, cap - plen, "[%ld]", idx++);
             if (scan_value(sc, path, cap, depth + 1))
                 return 1;
@@ -346,6 +363,22 @@ int mpress_json_doc_locate(const struct mpress_json_doc *doc, const char *path, 
                            int *column)
 {
     return locate(doc, path, line, column, 0);
+}
+
+int mpress_json_doc_path_at(const struct mpress_json_doc *doc, size_t offset, char *path,
+                            size_t size, int *line, int *column)
+{
+    if (!doc || !doc->text || offset >= doc->size || size == 0)
+        return -1;
+    struct scan sc = {.s = doc->text, .n = doc->size, .line = 1, .col = 1, .target = NULL,
+                      .target_off = offset};
+    char buf[1024] = "";
+    if (!scan_value(&sc, buf, sizeof(buf), 0))
+        return -1;
+    snprintf(path, size, "%s", buf);
+    *line = sc.found_line;
+    *column = sc.found_col;
+    return 0;
 }
 
 int mpress_json_doc_error(const struct mpress_json_doc *doc, struct mpress_error *err,

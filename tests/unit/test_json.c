@@ -86,6 +86,27 @@ int main(void)
     CHECK_INT(mpress_json_doc_locate(&doc, "ops[1].t[1]", &line, &col), 0);
     CHECK_INT(col, 41);
     CHECK_INT(mpress_json_doc_locate(&doc, "ops[2]", &line, &col), -1);
+    /* and back: the value at a byte offset (found by plain search here) */
+    char vpath[64];
+    size_t off = (size_t)(strstr(doc_text, "2.5") - doc_text);
+    CHECK_INT(mpress_json_doc_path_at(&doc, off, vpath, sizeof(vpath), &line, &col), 0);
+    CHECK_STR(vpath, "ops[1].t[1]");
+    CHECK_INT(line, 6);
+    CHECK_INT(col, 41);
+    CHECK_INT(mpress_json_doc_path_at(&doc, 0, vpath, sizeof(vpath), &line, &col), 0);
+    CHECK_STR(vpath, "");
+    off = (size_t)(strstr(doc_text, "\"name\"") - doc_text); /* a key, not a value */
+    CHECK_INT(mpress_json_doc_path_at(&doc, off, vpath, sizeof(vpath), &line, &col), -1);
+    mpress_json_doc_finish(&doc);
+    /* text that is JSON only up to the offset, as when the parser stopped there */
+    const char *cut = "{\"a\": [1, {\"b\": 7e999, ]]]";
+    CHECK(mpress_json_doc_parse(&doc, cut, strlen(cut), "c.json", &err) == MPRESS_EINPUT);
+    off = (size_t)(strstr(cut, "7e999") - cut);
+    CHECK_INT(mpress_json_doc_path_at(&doc, off, vpath, sizeof(vpath), &line, &col), 0);
+    CHECK_STR(vpath, "a[1].b");
+    CHECK_INT(col, (int)off + 1);
+    mpress_json_doc_finish(&doc);
+    CHECK_INT(mpress_json_doc_parse(&doc, doc_text, strlen(doc_text), "p.json", &err), 0);
 
     /* readers */
     json_t *ops = json_object_get(doc.root, "ops");

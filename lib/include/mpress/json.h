@@ -86,6 +86,10 @@ int mpress_jread_object(const struct mpress_json_doc *doc, const json_t *obj,
 int mpress_jread_header(const struct mpress_json_doc *doc, const char *want, int max_version,
                         int *version, struct mpress_error *err);
 
+/* 64-bit FNV-1a of a buffer, as 16 lower-case hex digits in out[17]. Used for the hashes of
+ * the profile and topology a plan was made from (of their canonical serialization). */
+void mpress_hash_hex(const void *data, size_t size, char out[17]);
+
 /* Reads a whole file into *text (malloc'd, NUL-terminated; *size excludes the NUL). Input
  * files that are missing, unreadable, folders or behind a bad path, larger than max_bytes
  * (0: no limit) or failing to read are MPRESS_EINPUT with err->file set; running out of memory
@@ -93,9 +97,12 @@ int mpress_jread_header(const struct mpress_json_doc *doc, const char *want, int
 int mpress_read_file(const char *file, size_t max_bytes, char **text, size_t *size,
                      struct mpress_error *err);
 
-/* 64-bit FNV-1a of a buffer, as 16 lower-case hex digits in out[17]. Used for the hashes of
- * the profile and topology a plan was made from (of their canonical serialization). */
-void mpress_hash_hex(const void *data, size_t size, char out[17]);
+/* The inverse of mpress_json_doc_locate: the JSON path ("" for the top level), line and
+ * column of the value that starts at byte offset of doc->text. The text need only be valid JSON up to offset (as when
+ * the parser stopped at that value; doc->root may be NULL). Returns 0, or -1 when no value
+ * starts there. */
+int mpress_json_doc_path_at(const struct mpress_json_doc *doc, size_t offset, char *path,
+                            size_t size, int *line, int *column);
 
 #ifdef __cplusplus
 }
