@@ -49,10 +49,16 @@ int cli_bad_option(const char *cmd, int c, char **argv)
      * a long option is named by argv[optind - 1], which getopt has already passed. */
     char shortopt[3] = {'-', (char)optopt, '\0'};
     const char *prev = optind > 0 ? argv[optind - 1] : "";
-    const char *opt = !optopt || (c == ':' && strncmp(prev, "--", 2) == 0) ? prev : shortopt;
+    const char *next = argv[optind] ? argv[optind] : "";
+    int is_long = strncmp(prev, "--", 2) == 0 &&
+                  !(optopt > 0 && optopt < 256 && next[0] == '-' && next[1] != '-' &&
+                    strchr(next, optopt)); /* not a later letter of a cluster like -qx */
     if (c == ':')
-        return cli_usage(cmd, "option '%s' needs a value", opt);
-    return cli_usage(cmd, "unknown option '%s'", opt);
+        return cli_usage(cmd, "option '%s' needs a value", is_long ? prev : shortopt);
+    if (optopt && is_long && strchr(prev, '='))
+        return cli_usage(cmd, "option '%.*s' takes no value", (int)(strchr(prev, '=') - prev),
+                         prev);
+    return cli_usage(cmd, "unknown option '%s'", optopt && !is_long ? shortopt : prev);
 }
 
 int cli_same_file(const char *a, const char *b)
