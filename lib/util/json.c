@@ -295,31 +295,21 @@ static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
         return 1;
     size_t plen = strlen(path);
     char c = sc->s[sc->i];
-    if (c == '{') {
-        adv(sc);
-        skip_ws(sc);
-        while (sc->i < sc->n && sc->s[sc->i] != '}' && !past(sc)) {
-            char key[256];
-            scan_string(sc, key, sizeof(key));
-            skip_ws(sc);
-            adv(sc); /* colon */
-            snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
-            if (scan_value(sc, path, cap, depth + 1))
-                return 1;
-            path[plen] = '\0';
-            skip_ws(sc);
-            if (sc->i < sc->n && sc->s[sc->i] == ',') {
-                adv(sc);
-                skip_ws(sc);
-            }
-        }
-        adv(sc);
-    } else if (c == '[') {
-        adv(sc);
-        skip_ws(sc);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
         long idx = 0;
-        while (sc->i < sc->n && sc->s[sc->i] != ']' && !past(sc)) {
-            snprintf(path + plen, cap - plen, "[%ld]", idx++);
+        adv(sc);
+        skip_ws(sc);
+        while (sc->i < sc->n && sc->s[sc->i] != close && !past(sc)) {
+            if (c == '{') {
+                char key[256];
+                scan_string(sc, key, sizeof(key));
+                skip_ws(sc);
+                adv(sc); /* colon */
+                snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
+            } else {
+                snprintf(path + plen, cap - plen, "[%ld]", idx++);
+            }
             if (scan_value(sc, path, cap, depth + 1))
                 return 1;
             path[plen] = '\0';
