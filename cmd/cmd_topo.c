@@ -164,22 +164,10 @@ static int topo_import(int argc, char **argv)
             nl = line + strlen(line) - 1;
         cli_error("topo", "note: %.*s", (int)(nl - line + (*nl != '\n')), line);
     }
-    if (output) {
-        rc = mpress_topology_save(output, t, &err);
-        if (rc)
-            rc = cli_fail("topo", "cannot write topology", &err);
-    } else {
-        json_t *j = mpress_topology_to_json(t);
-        char *s = j ? mpress_json_dumps(j) : NULL;
-        json_decref(j);
-        if (!s) {
-            cli_error("topo", "cannot serialize the topology");
-            rc = MPRESS_ESYSTEM;
-        } else {
-            fputs(s, stdout);
-            free(s);
-        }
-    }
+    /* Standard output too goes through the checked save: what is printed loads. */
+    rc = mpress_topology_save(output ? output : "-", t, &err);
+    if (rc)
+        rc = cli_fail("topo", "cannot write topology", &err);
 done:
     free(t);
     free(notes);
