@@ -63,6 +63,7 @@ static int topo_show(int argc, char **argv)
     };
     long gpus = 0;
     int c;
+    optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
@@ -119,6 +120,7 @@ static int topo_import(int argc, char **argv)
     };
     const char *gpu = NULL, *output = NULL;
     int c;
+    optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         switch (c) {
