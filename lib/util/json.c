@@ -38,6 +38,8 @@ int mpress_write_file_atomic(const char *path, const char *data, size_t size,
                                     strerror(errno));
         return 0;
     }
+    if (!path[0])
+        return mpress_error_set(err, MPRESS_EUSAGE, "an empty output file name");
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp)

@@ -39,6 +39,7 @@ int main(void)
     snprintf(bad, sizeof(bad), "%s/no-such-dir/out.json", dir);
     CHECK_INT(mpress_json_write_file(bad, o, &err), MPRESS_ESYSTEM);
     CHECK(access(bad, F_OK) != 0);
+    CHECK_INT(mpress_json_write_file("", o, &err), MPRESS_EUSAGE);
     json_decref(o);
 
     /* reading: whole file, NUL-terminated; every way a path can name no readable file is a bad

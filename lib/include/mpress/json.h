@@ -18,8 +18,9 @@ extern "C" {
 /* Serializes root with MPRESS_JSON_FLAGS plus a trailing newline into a malloc'd string. */
 char *mpress_json_dumps(const json_t *root);
 
-/* Writes root to path atomically (temp file in the same folder + rename); "-" writes stdout.
- * On failure nothing is left at path (an existing file there is untouched). */
+/* Writes root to path atomically (temp file in the same folder + rename); "-" writes stdout,
+ * "" is MPRESS_EUSAGE. On failure nothing is left at path (an existing file there is
+ * untouched). */
 int mpress_json_write_file(const char *path, const json_t *root, struct mpress_error *err);
 
 /* Writes a whole text buffer atomically, same rules. */
