@@ -84,6 +84,15 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
 int mpress_trace_merge_memory(struct mpress_profile *timing, const struct mpress_profile *mem,
                               struct mpress_error *err);
 
+/* Where the tracer (libmpress-inject.so) and libcupti were when mpress was built; "" where it
+ * was built without CUPTI. */
+struct mpress_trace_paths {
+    const char *inject_build;    /* in the build tree */
+    const char *inject_install;  /* under the install prefix */
+    const char *cupti;           /* libcupti.so, for NVTX_INJECTION64_PATH */
+};
+void mpress_trace_paths_get(struct mpress_trace_paths *out);
+
 #ifdef __cplusplus
 }
 #endif

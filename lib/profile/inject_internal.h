@@ -1,0 +1,58 @@
+/* Pieces of the CUPTI tracer (libmpress-inject.so) that tests drive directly: decoding CUPTI
+ * activity buffers into mpress-events lines, and the NVTX range callback. They write to the
+ * FILE set with inject_set_output; each event is one fputs of a whole line, so lines from
+ * different threads never interleave. */
+#ifndef MPRESS_INJECT_INTERNAL_H
+#define MPRESS_INJECT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cupti.h>
+
+/* The record layouts this tracer was written against (CUDA 13.0, CUPTI_API_VERSION 130001).
+ * tests/profile/test_inject.c pins their sizes; a CUDA release that changes them must be
+ * caught there, not by garbage in traces. */
+typedef CUpti_ActivityKernel10 inject_kernel_t;
+typedef CUpti_ActivityMemcpy6 inject_memcpy_t;
+typedef CUpti_ActivityMemcpyPtoP4 inject_memcpy2_t;
+typedef CUpti_ActivityMemset4 inject_memset_t;
+typedef CUpti_ActivityMemory4 inject_memory2_t;
+typedef CUpti_ActivityMemoryPool3 inject_pool_t;
+typedef CUpti_ActivityAPI inject_api_t;
+typedef CUpti_ActivityMarker2 inject_marker_t;
+typedef CUpti_ActivityOverhead3 inject_overhead_t;
+typedef CUpti_ActivityExternalCorrelation inject_extcorr_t;
+typedef CUpti_ActivityDevice5 inject_device_t;
+
+/* The external-correlation kind the tracer pushes range ids under. */
+#define INJECT_EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
+
+void inject_set_output(FILE *f);
+FILE *inject_output(void);
+
+/* Writes one event line (fmt is the inside of the JSON object, without braces). */
+void inject_event(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* Writes s as a JSON string (with quotes) into out[cap], truncated to fit; returns out. */
+char *inject_json_string(char *out, size_t cap, const char *s);
+
+/* Walks a completed activity buffer with cuptiActivityGetNextRecord and writes one event per
+ * record it knows. Returns the number of records; *unknown counts kinds it skipped. */
+uint64_t inject_decode_buffer(uint8_t *buf, size_t valid, uint64_t *unknown);
+
+/* CUPTI callback for the NVTX domain: range push/pop (and domain variants) write push/pop
+ * events and push/pop an external correlation id equal to the range id, so that every CUDA
+ * call inside the range is attributed to it. Registered strings are remembered. */
+void CUPTIAPI inject_nvtx_callback(void *userdata, CUpti_CallbackDomain domain,
+                                   CUpti_CallbackId cbid, const void *cbdata);
+
+/* Nanoseconds on CUPTI's clock (the clock of activity records). */
+uint64_t inject_now(void);
+
+#endif
