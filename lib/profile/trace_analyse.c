@@ -558,12 +558,14 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
         classify(t->ranges[i].name, r);
         long par = t->ranges[i].parent ? trace_range_find(t, t->ranges[i].parent) : -1;
         long par_level = par >= 0 ? c.ri[par].oplevel : -1;
-        r->oplevel = par_level >= 0 ? par_level
-                     : (r->cls == RC_FWD || r->cls == RC_BWD) ? (long)i
-                                                               : -1;
         r->state = r->cls == RC_PARAM || r->cls == RC_OPTIM ? (long)i
                    : par >= 0                               ? c.ri[par].state
                                                             : -1;
+        /* Ops inside a model-state range (an optimizer step's own aten ops) are not model ops. */
+        r->oplevel = par_level >= 0                                     ? par_level
+                     : r->state >= 0                                    ? -1
+                     : (r->cls == RC_FWD || r->cls == RC_BWD) ? (long)i
+                                                                        : -1;
         r->seqmin = -1;
         r->op = -1;
         int in_step = par >= 0 && c.ri[par].under_step;
