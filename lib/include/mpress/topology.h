@@ -109,6 +109,12 @@ int mpress_topology_import(const char *file, struct mpress_topology *out, char *
 /* A matrix in the style of `nvidia-smi topo -m` plus bandwidths and memory, malloc'd. */
 char *mpress_topology_render(const struct mpress_topology *topo);
 
+/* As mpress_topology_import, with the GPU model given (a GPU table key or model name, as
+ * `--gpu` takes it) instead of taken from the dump; NULL behaves as mpress_topology_import.
+ * An unknown gpu is MPRESS_EUSAGE. */
+int mpress_topology_import_as(const char *file, const char *gpu, struct mpress_topology *out,
+                              char *notes, size_t notes_size, struct mpress_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,147 @@
+/* `mpress topo show`: a GPU matrix in the style of `nvidia-smi topo -m` followed by the
+ * bandwidths, memory and host figures the planner uses. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpress/topology.h"
+
+struct buf {
+    char *data;
+    size_t len, cap;
+    int failed;
+};
+
+static void put(struct buf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void put(struct buf *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0,
+                          fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->data && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap <= b->len + (size_t)n)
+            cap *= 2;
+        char *p = realloc(b->data, cap);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+}
+
+/* The relation of a GPU pair as nvidia-smi names it: NV# where NVLink joins them, else the
+ * PCIe path: PIX behind one switch, NODE within a socket, SYS across sockets. */
+static void relation(const struct mpress_topology *t, int i, int j, char *out, size_t size)
+{
+    if (i == j)
+        snprintf(out, size, " X");
+    else if (t->nvlinks[i][j] > 0)
+        snprintf(out, size, "NV%d", t->nvlinks[i][j]);
+    else if (t->gpus[i].pcie_switch == t->gpus[j].pcie_switch)
+        snprintf(out, size, "PIX");
+    else if (t->gpus[i].socket == t->gpus[j].socket)
+        snprintf(out, size, "NODE");
+    else
+        snprintf(out, size, "SYS");
+}
+
+static double gb(double bytes_per_s)
+{
+    return bytes_per_s / 1e9;
+}
+
+static double gib(uint64_t bytes)
+{
+    return (double)bytes / (1024.0 * 1024.0 * 1024.0);
+}
+
+char *mpress_topology_render(const struct mpress_topology *t)
+{
+    struct buf b = {0};
+    int n = t->n_gpus;
+    put(&b, "%s: %s\n\n", t->name, t->description);
+    put(&b, "%-8s", "");
+    for (int j = 0; j < n; j++) {
+        char h[16];
+        snprintf(h, sizeof(h), "GPU%d", j);
+        put(&b, "%-8s", h);
+    }
+    put(&b, "Switch  Socket\n");
+    for (int i = 0; i < n; i++) {
+        char h[16];
+        snprintf(h, sizeof(h), "GPU%d", i);
+        put(&b, "%-8s", h);
+        for (int j = 0; j < n; j++) {
+            char r[16];
+            relation(t, i, j, r, sizeof(r));
+            put(&b, "%-8s", r);
+        }
+        put(&b, "%-8d%d\n", t->gpus[i].pcie_switch, t->gpus[i].socket);
+    }
+    put(&b, "\nLegend:\n"
+            "  X    = self\n"
+            "  NV#  = # NVLinks%s\n"
+            "  PIX  = behind the same PCIe switch\n"
+            "  NODE = different PCIe switches on the same socket\n"
+            "  SYS  = across the socket link\n\n",
+        t->fabric == MPRESS_FABRIC_NVSWITCH ? " (each GPU's ports, through NVSwitch)" : "");
+
+    put(&b, "Fabric: %s\n", t->fabric == MPRESS_FABRIC_NVSWITCH ? "NVSwitch" : "direct NVLink");
+    put(&b, "NVLink: %.1f GB/s per link per direction\n", gb(t->nvlink_bytes_per_s));
+    put(&b, "Peer bandwidth over NVLink (GB/s per direction):\n");
+    for (int i = 0; i < n; i++) {
+        put(&b, "  GPU%-3d", i);
+        for (int j = 0; j < n; j++)
+            put(&b, " %6.1f", gb(mpress_topology_p2p_bytes_per_s(t, i, j)));
+        put(&b, "\n");
+    }
+    put(&b, "PCIe: %.1f GB/s per GPU per direction\n", gb(t->pcie_bytes_per_s));
+    for (int k = 0; k < t->n_switches; k++) {
+        put(&b, "  switch %d: socket %d, uplink %.1f GB/s, GPUs", k, t->switches[k].socket,
+            gb(t->switches[k].uplink_bytes_per_s));
+        for (int i = 0; i < n; i++)
+            if (t->gpus[i].pcie_switch == k)
+                put(&b, " %d", i);
+        put(&b, "\n");
+    }
+    put(&b, "Memory per GPU:\n");
+    for (int i = 0; i < n; i++) {
+        const struct mpress_topo_gpu *g = &t->gpus[i];
+        put(&b,
+            "  GPU%-3d %-18s %7.2f GiB, reserve %5.2f GiB, %6.1f TFLOP/s fp16, "
+            "%5.1f TFLOP/s fp32, HBM %6.1f GB/s, %d NVLink ports\n",
+            i, g->model, gib(g->memory_bytes), gib(g->reserve_bytes), g->flops_fp16 / 1e12,
+            g->flops_fp32 / 1e12, gb(g->hbm_bytes_per_s), g->nvlink_ports);
+    }
+    put(&b, "Host: sockets %d, %.0f GiB memory, %.1f GB/s memory and %.2f TFLOP/s fp32 per "
+            "socket, socket link %.1f GB/s per direction\n",
+        t->n_sockets, gib(t->host_memory_bytes), gb(t->host_memory_bytes_per_s),
+        t->cpu_flops / 1e12, gb(t->socket_link_bytes_per_s));
+    put(&b, "Bandwidth source: %s\n", t->bandwidth_source);
+    if (b.failed) {
+        free(b.data);
+        return NULL;
+    }
+    return b.data;
+}
