@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "config.h"
 #include "mpress/trace.h"
 
 static const char *const cmd = "profile";
@@ -306,7 +307,26 @@ static double profile_time(const struct mpress_profile *p)
     return s;
 }
 
-int cmd_profile_probe(const char *out);
+/* --probe-bandwidth: measure, show the table on stderr, write the topology. */
+static int probe_bandwidth(const char *out)
+{
+    struct mpress_probe pr;
+    struct mpress_topology topo;
+    struct mpress_error err = {0};
+    if (mpress_probe_bandwidth(&pr, &err) != 0)
+        return cli_fail(cmd, "cannot probe bandwidths", &err);
+    char *table = mpress_probe_render(&pr);
+    if (table)
+        fputs(table, stderr);
+    free(table);
+    int rc = mpress_probe_topology(&pr, &topo, &err);
+    mpress_probe_finish(&pr);
+    if (rc)
+        return cli_fail(cmd, "cannot build a topology from the measurements", &err);
+    if (mpress_topology_save(out, &topo, &err) != 0)
+        return cli_fail(cmd, "cannot write the topology", &err);
+    return 0;
+}
 
 int cmd_profile_cupti(int argc, char **argv)
 {
@@ -370,7 +390,7 @@ int cmd_profile_cupti(int argc, char **argv)
     if (probe) {
         if (dashdash >= 0 || memory || nvtx_torch || events_keep)
             return cli_usage(cmd, "--probe-bandwidth takes only -o");
-        return cmd_profile_probe(out);
+        return probe_bandwidth(out);
     }
     if (dashdash < 0)
         return cli_usage(cmd, "expected -- COMMAND [ARGS...]");
@@ -437,7 +457,7 @@ int cmd_profile_cupti(int argc, char **argv)
         describe_status(status, how, sizeof(how));
     if (!have_inject) {
         cli_error(cmd, "no trace: %s; '%s' ran untraced",
-                  MPRESS_HAVE_CUPTI_BUILD
+                  MPRESS_HAVE_CUPTI
                       ? "the CUPTI tracer libmpress-inject.so was not found (set "
                         "MPRESS_INJECT_LIB)"
                       : "this mpress was built without CUPTI",

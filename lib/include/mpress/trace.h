@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "mpress/error.h"
 #include "mpress/profile.h"
+#include "mpress/topology.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,6 +84,55 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
  * recompute_s are rescaled to timing's forward times. */
 int mpress_trace_merge_memory(struct mpress_profile *timing, const struct mpress_profile *mem,
                               struct mpress_error *err);
+
+/* ---- bandwidth probe (mpress profile --probe-bandwidth) ---------------------------------- */
+
+enum mpress_probe_kind {
+    MPRESS_PROBE_H2D,               /* pinned host -> device, alone */
+    MPRESS_PROBE_D2H,               /* device -> pinned host, alone */
+    MPRESS_PROBE_H2D_BOTH,          /* host -> device while device -> host runs */
+    MPRESS_PROBE_D2H_BOTH,
+    MPRESS_PROBE_PEER_STAGED,       /* src -> dst without peer access (through the host) */
+    MPRESS_PROBE_PEER_STAGED_BOTH,  /* ... while dst -> src runs */
+    MPRESS_PROBE_PEER,              /* src -> dst with peer access enabled */
+    MPRESS_PROBE_PEER_BOTH,
+    MPRESS_PROBE_KINDS
+};
+
+struct mpress_probe_sample {
+    enum mpress_probe_kind kind;
+    int src, dst;                   /* device ordinals; -1 is the host */
+    uint64_t bytes;                 /* size of one copy */
+    double bytes_per_s;             /* per direction */
+};
+
+/* What a probe measured on this machine. */
+struct mpress_probe {
+    int n_gpus;
+    char names[MPRESS_MAX_GPUS][64];          /* as the driver names them */
+    uint64_t memory_bytes[MPRESS_MAX_GPUS];
+    int peer_access[MPRESS_MAX_GPUS][MPRESS_MAX_GPUS]; /* cudaDeviceCanAccessPeer */
+    uint64_t host_memory_bytes;
+    int n_samples;
+    struct mpress_probe_sample *samples;     /* malloc'd */
+};
+void mpress_probe_finish(struct mpress_probe *pr);   /* frees; accepts zeroed structs */
+
+/* Runs the copies (needs a CUDA build and a GPU; MPRESS_ESYSTEM with the driver's reason
+ * otherwise). Sizes 64 KiB to 1 GiB (capped by free memory), several repetitions each, timed
+ * with CUDA events. */
+int mpress_probe_bandwidth(struct mpress_probe *out, struct mpress_error *err);
+
+/* Turns measurements into a topology with bandwidth_source "measured"; the rules (how NVLink
+ * counts are inferred from peer bandwidth, what comes from the GPU table) are in
+ * docs/event-format.md. Pure C: testable without a GPU. */
+int mpress_probe_topology(const struct mpress_probe *pr, struct mpress_topology *out,
+                          struct mpress_error *err);
+
+/* A table of every sample, one line each, malloc'd. */
+char *mpress_probe_render(const struct mpress_probe *pr);
+
+const char *mpress_probe_kind_name(enum mpress_probe_kind k);
 
 /* Where the tracer (libmpress-inject.so) and libcupti were when mpress was built; "" where it
  * was built without CUPTI. */
