@@ -739,6 +739,7 @@ int mpress_plan_load(const char *file, struct mpress_plan *out, struct mpress_er
     int rc = fmt_doc_load(&doc, file, err);
     if (rc == 0)
         rc = fmt_plan_from_doc(&doc, out, err);
+    fmt_root_position(&doc, err);
     mpress_json_doc_finish(&doc);
     return rc;
 }
@@ -767,6 +768,7 @@ int mpress_validate_file(const char *file, char *kind, size_t kind_size,
                                        fmt, MPRESS_TOPOLOGY_FORMAT, MPRESS_PROFILE_FORMAT,
                                        MPRESS_PLAN_FORMAT);
     }
+    fmt_root_position(&doc, err);
     if (rc == 0 && kind && kind_size)
         snprintf(kind, kind_size, "%s", fmt);
     mpress_json_doc_finish(&doc);

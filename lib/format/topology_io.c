@@ -309,6 +309,7 @@ int mpress_topology_load(const char *file, struct mpress_topology *out, struct m
     int rc = fmt_doc_load(&doc, file, err);
     if (rc == 0)
         rc = mpress_topology_from_json(&doc, doc.root, "", out, err);
+    fmt_root_position(&doc, err);
     mpress_json_doc_finish(&doc);
     return rc;
 }

@@ -1,0 +1,100 @@
+/* The analytic profile: the model definition timed op by op with a roofline on a GPU from the
+ * built-in table. Constants and formulas: docs/cost-model.md, "Analytic profiles". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpress/model.h"
+
+double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpress_gpu_spec *gpu,
+                          enum mpress_dtype dtype)
+{
+    /* Roofline (Williams et al. 2009): a kernel takes as long as its slower resource. 16-bit
+     * GEMMs run on tensor cores; fp32 ones on the CUDA cores (the table's fp32 peak). */
+    double peak = dtype == MPRESS_DTYPE_FP32 ? gpu->flops_fp32 : gpu->flops_fp16;
+    double t_mem = k->bytes / (gpu->hbm_bytes_per_s * MPRESS_ANALYTIC_MEMORY_EFFICIENCY);
+    double t_flop = k->flops > 0 ? k->flops / (peak * MPRESS_ANALYTIC_GEMM_EFFICIENCY) : 0.0;
+    return t_flop > t_mem ? t_flop : t_mem;
+}
+
+int mpress_profile_analytic(const struct mpress_model_config *m, const struct mpress_gpu_spec *gpu,
+                            struct mpress_profile *out, struct mpress_error *err)
+{
+    mpress_error_clear(err);
+    if (!gpu || !(gpu->flops_fp16 > 0) || !(gpu->flops_fp32 > 0) || !(gpu->hbm_bytes_per_s > 0))
+        return mpress_error_set(err, MPRESS_EUSAGE, "a GPU with peak FLOP/s and bandwidth is "
+                                                    "needed for an analytic profile");
+    struct mpress_model model;
+    int rc = mpress_model_build(m, &model, err);
+    if (rc)
+        return rc;
+    enum mpress_dtype act;
+    mpress_dtype_parse(m->dtype, &act);
+    int wb, gb, ob;
+    mpress_model_state_bytes(m, &wb, &gb, &ob);
+
+    struct mpress_op *ops = calloc((size_t)model.n_ops, sizeof(*ops));
+    double *fwd = calloc((size_t)model.n_ops, sizeof(double));
+    if (!ops || !fwd) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < model.n_ops; i++)
+        for (int k = 0; k < model.ops[i].n_kernels; k++)
+            fwd[i] += mpress_kernel_time(&model.ops[i].kernels[k], gpu, act);
+    for (int i = 0; i < model.n_ops; i++) {
+        const struct mpress_model_op *mo = &model.ops[i];
+        struct mpress_op *po = &ops[i];
+        snprintf(po->name, sizeof(po->name), "%s", mo->name);
+        snprintf(po->kind, sizeof(po->kind), "%s", mo->kind);
+        po->layer = mo->layer;
+        po->fwd_s = fwd[i];
+        po->bwd_s = fwd[i] * mo->bwd_factor;
+        po->fwd_flops = mo->fwd_flops;
+        po->params = mo->params;
+        po->param_bytes = mo->params * (uint64_t)wb;
+        po->grad_bytes = mo->params * (uint64_t)gb;
+        po->optim_bytes = mo->params * (uint64_t)ob;
+        po->workspace_bytes = mo->workspace_bytes;
+        po->output_bytes = mo->output_bytes;
+        po->n_tensors = mo->n_saved;
+        po->tensors = calloc((size_t)mo->n_saved + 1, sizeof(*po->tensors));
+        if (!po->tensors) {
+            rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+            goto fail;
+        }
+        for (int j = 0; j < mo->n_saved; j++) {
+            const struct mpress_model_tensor *t = &mo->saved[j];
+            struct mpress_saved_tensor *st = &po->tensors[j];
+            char id[sizeof(mo->name) + sizeof(t->role) + 1];
+            snprintf(id, sizeof(id), "%s.%s", mo->name, t->role);
+            if (strlen(id) >= sizeof(st->id)) {
+                rc = mpress_error_set(err, MPRESS_EUSAGE, "tensor id '%s' is too long", id);
+                goto fail;
+            }
+            memcpy(st->id, id, strlen(id) + 1);
+            snprintf(st->name, sizeof(st->name), "%s", t->role);
+            st->bytes = t->bytes;
+            st->recompute_op = t->producer;
+            st->recompute_s = fwd[t->producer];
+        }
+    }
+    mpress_profile_finish(out);
+    mpress_profile_init(out);
+    snprintf(out->source, sizeof(out->source), "analytic");
+    snprintf(out->device, sizeof(out->device), "%s", gpu->model ? gpu->model : gpu->key);
+    out->model = *m;
+    out->n_ops = model.n_ops;
+    out->ops = ops;
+    free(fwd);
+    mpress_model_finish(&model);
+    return 0;
+fail:
+    if (ops)
+        for (int i = 0; i < model.n_ops; i++)
+            free(ops[i].tensors);
+    free(ops);
+    free(fwd);
+    mpress_model_finish(&model);
+    return rc;
+}
