@@ -88,7 +88,8 @@ static int find_inject(char *out, size_t size)
             "../lib/profile/libmpress-inject.so", "../lib/libmpress-inject.so",
             "../lib64/libmpress-inject.so", "../lib/x86_64-linux-gnu/libmpress-inject.so"};
         for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-            snprintf(out, size, "%s/%s", exe, rel[i]);
+            if (snprintf(out, size, "%s/%s", exe, rel[i]) >= (int)size)
+                continue;
             if (file_exists(out))
                 return 0;
         }
@@ -112,20 +113,50 @@ static void find_cupti(char *out, size_t size)
     snprintf(out, size, "%s", env && *env ? env : p.cupti[0] ? p.cupti : "libcupti.so");
 }
 
+/* dlsym's object pointer -> a function pointer, the way POSIX allows (ISO C does not). */
+#define LOAD_SYM(h, fn, name)                                                                    \
+    do {                                                                                         \
+        void *sym_ = dlsym(h, name);                                                             \
+        memcpy(&(fn), &sym_, sizeof(fn));                                                        \
+    } while (0)
+
 /* Why the driver may not have loaded the tracer. */
 static const char *driver_problem(void)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded)";
-    int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
-    int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
+    int (*init)(unsigned) = NULL;
+    int (*count)(int *) = NULL;
+    LOAD_SYM(h, init, "cuInit");
+    LOAD_SYM(h, count, "cuDeviceGetCount");
     int n = 0;
     const char *why = NULL;
     if (!init || !count || init(0) != 0 || count(&n) != 0 || n == 0)
         why = "the NVIDIA driver found no usable GPU";
     dlclose(h);
     return why;
+}
+
+/* The name of device 0 from the driver, for traces without a device record (CUPTI makes that
+ * record at CUDA initialisation, which may come before the tracer is loaded). */
+static int driver_device_name(char *out, size_t size)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return -1;
+    int (*init)(unsigned) = NULL;
+    int (*get)(int *, int) = NULL;
+    int (*name)(char *, int, int) = NULL;
+    LOAD_SYM(h, init, "cuInit");
+    LOAD_SYM(h, get, "cuDeviceGet");
+    LOAD_SYM(h, name, "cuDeviceGetName");
+    int dev = 0, rc = -1;
+    if (init && get && name && init(0) == 0 && get(&dev, 0) == 0 &&
+        name(out, (int)size, dev) == 0)
+        rc = 0;
+    dlclose(h);
+    return rc;
 }
 
 /* The sitecustomize for --nvtx-torch, in a fresh folder put first on PYTHONPATH. It chains to
@@ -269,6 +300,10 @@ static int analyse_events(const char *events, const char *ran_cmd,
     }
     if (rc)
         return cli_fail(cmd, "cannot build a profile from the trace", &err);
+    char name[64];
+    if (ran_cmd && strcmp(p->device, "unknown") == 0 &&
+        driver_device_name(name, sizeof(name)) == 0)
+        snprintf(p->device, sizeof(p->device), "%s", name);
     return 0;
 }
 
@@ -282,8 +317,11 @@ static void print_summary(const char *label, const struct mpress_profile *p,
             s->n_steps_used, (unsigned long long)s->n_gpu_activities,
             (unsigned long long)s->n_unattributed, (unsigned long long)s->n_allocs);
     for (int d = 0; d < s->n_devices; d++)
-        fprintf(stderr, "mpress: profile:   device %d%s%s: peak %.1f MiB of traced allocations\n",
+        fprintf(stderr,
+                "mpress: profile:   device %d%s%s: traced allocations peak at %llu bytes "
+                "(%.1f MiB)\n",
                 s->devices[d].id, s->devices[d].name[0] ? " " : "", s->devices[d].name,
+                (unsigned long long)s->devices[d].peak_bytes,
                 (double)s->devices[d].peak_bytes / 1048576.0);
     if (s->dropped_records)
         fprintf(stderr, "mpress: profile:   warning: CUPTI dropped %llu records\n",
@@ -411,6 +449,8 @@ int cmd_profile_cupti(int argc, char **argv)
         if (memory || nvtx_torch)
             return cli_usage(cmd, "--memory and --nvtx-torch need a command to run");
         rc = analyse_events(events_keep, NULL, &opt, &p, &s);
+        if (rc == 0)
+            print_summary("", &p, &s);
         if (rc == 0) {
             struct mpress_error err = {0};
             if (mpress_profile_save(out, &p, &err) != 0)
@@ -420,11 +460,13 @@ int cmd_profile_cupti(int argc, char **argv)
         return rc;
     }
 
-    char inject[PATH_MAX], cupti[PATH_MAX], events[PATH_MAX], events_mem[PATH_MAX];
+    char inject[PATH_MAX], cupti[PATH_MAX], events[PATH_MAX], events_mem[PATH_MAX + 16];
     char pydir[PATH_MAX] = "";
     int have_inject = find_inject(inject, sizeof(inject)) == 0;
     find_cupti(cupti, sizeof(cupti));
     if (events_keep) {
+        if (strlen(events_keep) >= sizeof(events))
+            return cli_usage(cmd, "--events: file name too long");
         snprintf(events, sizeof(events), "%s", events_keep);
         snprintf(events_mem, sizeof(events_mem), "%s.memory", events_keep);
     } else {

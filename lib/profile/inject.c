@@ -7,6 +7,8 @@
  * FLUSH_PERIOD_MS and at exit; on a fatal signal a last flush is attempted, so a crashing
  * program still leaves a usable (possibly cut-short) trace. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,9 +135,20 @@ int InitializeInjection(void)
         fprintf(stderr, "mpress-inject: %s is not set; not tracing\n", MPRESS_EVENTS_ENV);
         return 1;
     }
-    FILE *f = fopen(path, "w");
+    /* A command may start several CUDA processes (a launcher and its workers): the first one
+     * gets the file, the others PATH.PID, so that none overwrites another's trace. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+        char alt[4096];
+        snprintf(alt, sizeof(alt), "%s.%ld", path, (long)getpid());
+        fd = open(alt, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        fprintf(stderr, "mpress-inject: cannot open '%s'; not tracing\n", path);
+        fprintf(stderr, "mpress-inject: cannot create '%s': %s; not tracing\n", path,
+                strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return 1;
     }
     setvbuf(f, NULL, _IOFBF, 1 << 20);

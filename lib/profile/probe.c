@@ -51,6 +51,13 @@ static const struct mpress_gpu_spec *spec_for(const char *name, uint64_t memory)
     const struct mpress_gpu_spec *pick = NULL;
     double dist = 0;
     for (const struct mpress_gpu_spec *s = mpress_gpu_specs(); s && s->key; s++) {
+        char model[64];
+        size_t m = 0;
+        for (; s->model[m] && m + 1 < sizeof(model); m++)
+            model[m] = (char)tolower((unsigned char)s->model[m]);
+        model[m] = '\0';
+        if (strstr(low, model))
+            return s; /* the driver's name carries the full model: "Tesla V100-SXM2-32GB" */
         char fam[16];
         size_t k = strcspn(s->key, "-");
         if (k >= sizeof(fam))

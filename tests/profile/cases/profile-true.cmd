@@ -1,0 +1,1 @@
+"$MPRESS" profile -o "$TMP/p.json" -- sh -c 'touch "$TMP/ran"' 2>"$TMP/err"; echo "exit $?"; test -f "$TMP/ran" && echo "the command ran"; test -e "$TMP/p.json" || echo "no profile written"; grep -c "^mpress: profile: .*; 'sh' ran untraced$" "$TMP/err"; "$MPRESS" profile -- true 2>/dev/null; echo "mpress profile -- true: exit $?"
