@@ -1,5 +1,6 @@
 /* Helpers shared by the topology, profile and plan formats: paths, unknown-field checks,
  * choice strings, integer-overflow diagnosis, checked atomic saves. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,9 +232,14 @@ static int find_overflow(const struct mpress_json_doc *doc, const json_t *v, cha
             off++;
         }
         token[k] = '\0';
+        /* -9223372036854775808 fits but rounds to the same double as its overflowing
+         * neighbour: ask strtoll which one this is. */
+        errno = 0;
+        (void)strtoll(token, NULL, 10);
+        int overflows = errno == ERANGE || k + 1 >= token_size;
         if (k + 1 >= token_size && token_size > 4)
             memcpy(token + token_size - 4, "...", 4);
-        return integral;
+        return integral && overflows;
     }
     return 0;
 }

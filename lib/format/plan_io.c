@@ -183,10 +183,9 @@ json_t *mpress_plan_to_json(const struct mpress_plan *plan)
     fmt_set(&o, root, "solver", solver);
 
     json_t *baselines = json_array();
-    int nb = plan->n_baselines < 0 ? 0 : plan->n_baselines;
-    if (nb > MPRESS_MAX_BASELINES)
+    if (plan->n_baselines < 0 || plan->n_baselines > MPRESS_MAX_BASELINES)
         o.bad = 1;
-    for (int i = 0; baselines && i < nb && i < MPRESS_MAX_BASELINES; i++) {
+    for (int i = 0; baselines && !o.bad && i < plan->n_baselines; i++) {
         const struct mpress_plan_baseline *b = &plan->baselines[i];
         json_t *jb = json_object();
         if (jb) {

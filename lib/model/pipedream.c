@@ -276,12 +276,16 @@ static int topo_order(struct parser *p)
     int n = g->n_nodes;
     int *indeg = calloc((size_t)n, sizeof(int));
     int *done = calloc((size_t)n, sizeof(int));
+    long *key = calloc((size_t)n, sizeof(long));
     g->order = calloc((size_t)n, sizeof(int));
-    if (!indeg || !done || !g->order) {
+    if (!indeg || !done || !key || !g->order) {
         free(indeg);
         free(done);
+        free(key);
         return mpress_error_set(p->err, MPRESS_ESYSTEM, "out of memory");
     }
+    for (int i = 0; i < n; i++)
+        key[i] = node_key(&g->nodes[i]);
     for (int e = 0; e < g->n_edges; e++)
         indeg[g->edges[e].dst]++;
     int rc = 0;
@@ -290,7 +294,7 @@ static int topo_order(struct parser *p)
         for (int i = 0; i < n; i++) {
             if (done[i] || indeg[i])
                 continue;
-            if (best < 0 || node_key(&g->nodes[i]) < node_key(&g->nodes[best]))
+            if (best < 0 || key[i] < key[best])
                 best = i;
         }
         if (best < 0) {
@@ -309,6 +313,7 @@ static int topo_order(struct parser *p)
     }
     free(indeg);
     free(done);
+    free(key);
     return rc;
 }
 

@@ -209,6 +209,14 @@ int main(void)
         CHECK(expect_reject_text(load_profile, big, "ops[6].tensors[0].bytes",
                                  "integer 99999999999999999999 does not fit in 64 bits",
                                  "99999999999999999999") == 0);
+        /* an earlier -2^63 fits (same double as -2^63-1): the report names the real culprit */
+        char *layer = strstr(big, "\"layer\": -1") + strlen("\"layer\": ");
+        char big2[16500];
+        snprintf(big2, sizeof(big2), "%.*s-9223372036854775808%s", (int)(layer - big), big,
+                 layer + 2);
+        CHECK(expect_reject_text(load_profile, big2, "ops[6].tensors[0].bytes",
+                                 "integer 99999999999999999999 does not fit",
+                                 "99999999999999999999") == 0);
         free(text);
     }
     /* duplicates and dangling references */

@@ -106,6 +106,15 @@ int main(void)
     CHECK_INT(mpress_topology_save(f3, &bad, &err), MPRESS_ESYSTEM);
     CHECK(strstr(err.text, "nvlinks[0][1]: not symmetric") != NULL);
     CHECK(access(f3, F_OK) != 0);
+    /* Counts beyond the arrays and non-finite numbers cannot be written. */
+    bad = t;
+    bad.n_gpus = MPRESS_MAX_GPUS + 1;
+    CHECK(mpress_topology_to_json(&bad) == NULL);
+    CHECK_INT(mpress_topology_save(f3, &bad, &err), MPRESS_ESYSTEM);
+    CHECK(access(f3, F_OK) != 0);
+    bad = t;
+    bad.pcie_bytes_per_s = 1.0 / 0.0;
+    CHECK(mpress_topology_to_json(&bad) == NULL);
     /* Loading into *out leaves it untouched on error. */
     back = t;
     CHECK_INT(mpress_topology_load(test_path("nonexistent.json"), &back, &err), MPRESS_EINPUT);
@@ -207,6 +216,27 @@ int main(void)
     REJECT(m, "nvlinks[3]", "expected an array of 4 link counts", NULL);
     m = COPY; jset(m, "gpus[0].nvlink_ports", json_integer(3));
     REJECT(m, "nvlinks[0]", "GPU 0 has 4 links in total but only 3 NVLink ports", NULL);
+    /* NVSwitch: every pair may use all of a GPU's ports, but not more */
+    {
+        struct mpress_topology nv = t, x;
+        nv.fabric = MPRESS_FABRIC_NVSWITCH;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                nv.nvlinks[i][j] = i == j ? 0 : 6;
+        const char *fn = test_path("nvswitch.json");
+        CHECK_INT(mpress_topology_save(fn, &nv, &err), 0);
+        CHECK_INT(mpress_topology_load(fn, &x, &err), 0);
+        CHECK_INT(x.fabric, MPRESS_FABRIC_NVSWITCH);
+        CHECK_INT(x.nvlinks[3][0], 6);
+        json_t *jn = mpress_topology_to_json(&nv);
+        jset(jn, "nvlinks[1][2]", json_integer(7));
+        jset(jn, "nvlinks[2][1]", json_integer(7));
+        REJECT(jn, "nvlinks[1][2]", "7 links exceed GPU 1's 6 NVLink ports", NULL);
+        /* the same links on a direct fabric break the per-GPU total first */
+        jn = mpress_topology_to_json(&nv);
+        jset(jn, "fabric", json_string("direct"));
+        REJECT(jn, "nvlinks[0]", "GPU 0 has 18 links in total but only 6 NVLink ports", NULL);
+    }
     /* references out of range */
     m = COPY; jset(m, "gpus[1].pcie_switch", json_integer(2));
     REJECT(m, "gpus[1].pcie_switch", "PCIe switch 2 does not exist (pcie_switches has 2)", NULL);

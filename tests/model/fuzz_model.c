@@ -87,7 +87,7 @@ int main(void)
     snprintf(cpath, sizeof(cpath), "%s/m.json", dir);
     static char buf[8192];
     int loaded = 0, refused = 0;
-    for (int i = 0; i < 1500; i++) {
+    for (int i = 0; i < 600; i++) {
         size_t n = mutate(graph, sizeof(graph) - 1, buf, sizeof(buf));
         put(gpath, buf, n);
         struct mpress_profile p;
@@ -109,7 +109,7 @@ int main(void)
         }
         mpress_profile_finish(&p);
     }
-    for (int i = 0; i < 1500; i++) {
+    for (int i = 0; i < 600; i++) {
         size_t n = mutate(config, sizeof(config) - 1, buf, sizeof(buf));
         put(cpath, buf, n);
         struct mpress_model_config c;

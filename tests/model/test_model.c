@@ -42,7 +42,7 @@ static const struct mpress_model_op *find_op(const struct mpress_model *m, const
     return NULL;
 }
 
-/* Korthikanti et al. 2022, eq. (1) of section 4.1: s·b·h·(34 + 5·a·s/h) bytes per layer in
+/* Korthikanti et al. 2022, section 4.1, the per-layer total: s·b·h·(34 + 5·a·s/h) bytes in
  * 16-bit with 1-byte masks; flash attention leaves 34·s·b·h. In fp32 every 2-byte tensor is 4
  * bytes and the two sbh masks and the as²b mask stay 1: s·b·h·66 + 9·a·s²·b. */
 static void test_saved_bytes(void)
@@ -99,6 +99,20 @@ static void test_flops(void)
         double B = c.micro_batch, s = c.seq, L = c.layers, h = c.hidden, V = c.vocab;
         double want = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
         CHECK_NEAR(mpress_model_flops(&m), want, 0.01);
+        mpress_model_finish(&m);
+    }
+    /* BERT: the same layers plus the MLM transform (2·s·b·h²), the decoder (2·s·b·h·V) and the
+     * pooler + NSP classifier on the first token (2·b·h·(h + 2)), all times 3 */
+    const char *berts[] = {"bert-large", "megatron-bert-3.9b", "bert-tiny"};
+    for (int i = 0; i < 3; i++) {
+        struct mpress_model_config c = cfg(berts[i], 4, 0, NULL, 0);
+        struct mpress_model m;
+        struct mpress_error err;
+        CHECK_INT(mpress_model_build(&c, &m, &err), 0);
+        double B = c.micro_batch, s = c.seq, L = c.layers, h = c.hidden, V = c.vocab;
+        double fwd = L * (24 * B * s * h * h + 4 * B * s * s * h) + 2 * B * s * h * h +
+                     2 * B * s * h * V + 2 * B * h * (h + 2);
+        CHECK_NEAR(mpress_model_flops(&m), 3 * fwd, 1e-12);
         mpress_model_finish(&m);
     }
     /* Flash attention's backward recomputes the scores: more FLOPs than the formula, by
