@@ -140,7 +140,7 @@ int mpress_probe_bandwidth(struct mpress_probe *pr, struct mpress_error *err)
             rc = fail(err, "cudaGetDeviceProperties", e);
             goto done;
         }
-        snprintf(pr->names[g], sizeof(pr->names[g]), "%s", prop.name);
+        snprintf(pr->names[g], sizeof(pr->names[g]), "%.63s", prop.name);
         pr->memory_bytes[g] = prop.totalGlobalMem;
         for (int h = 0; h < n; h++) {
             int can = 0;
