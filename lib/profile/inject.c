@@ -44,8 +44,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
         inject_event("\"ev\":\"dropped\",\"n\":%zu", dropped);
     free(buffer);
-    if (inject_output())
-        fflush(inject_output()); /* what is in the file survives a crash */
+    inject_flush(); /* what is in the file survives a crash */
 }
 
 static void report(const char *what, CUptiResult r)
@@ -56,8 +55,7 @@ static void report(const char *what, CUptiResult r)
     inject_event("\"ev\":\"error\",\"what\":\"%s\",\"code\":%d,\"text\":%s", what, (int)r,
                  inject_json_string(t, sizeof(t), text));
     fprintf(stderr, "mpress-inject: %s failed: %s; the program runs untraced\n", what, text);
-    if (inject_output())
-        fflush(inject_output());
+    inject_flush();
 }
 
 static void finish(void)
@@ -67,8 +65,7 @@ static void finish(void)
     started = 0;
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     inject_event("\"ev\":\"end\",\"t\":%llu", (unsigned long long)inject_now());
-    if (inject_output())
-        fflush(inject_output());
+    inject_flush();
 }
 
 /* Fatal signals: flush what CUPTI holds, then let the signal do what it would have done.
@@ -83,8 +80,7 @@ static void on_fatal(int sig)
         in_handler = 1;
         if (started) {
             cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-            if (inject_output())
-                fflush(inject_output());
+            inject_flush();
         }
     }
     for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
@@ -143,25 +139,24 @@ int InitializeInjection(void)
         snprintf(alt, sizeof(alt), "%s.%ld", path, (long)getpid());
         fd = open(alt, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     }
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
+    if (fd < 0) {
         fprintf(stderr, "mpress-inject: cannot create '%s': %s; not tracing\n", path,
                 strerror(errno));
-        if (fd >= 0)
-            close(fd);
         return 1;
     }
-    setvbuf(f, NULL, _IOFBF, 1 << 20);
-    inject_set_output(f);
+    inject_set_output(fd);
 
     /* Record layouts change between CUPTI releases: refuse a CUPTI older than the headers this
      * was built with, or of another major release. */
     uint32_t version = 0;
     CUptiResult r = cuptiGetVersion(&version);
-    fprintf(f, "{\"format\":\"%s\",\"version\":%d,\"cupti_version\":%u,\"cupti_built\":%u,"
-               "\"pid\":%ld}\n",
-            MPRESS_EVENTS_FORMAT, MPRESS_EVENTS_VERSION, version, (unsigned)CUPTI_API_VERSION,
-            (long)getpid());
+    char header[256];
+    snprintf(header, sizeof(header),
+             "{\"format\":\"%s\",\"version\":%d,\"cupti_version\":%u,\"cupti_built\":%u,"
+             "\"pid\":%ld}\n",
+             MPRESS_EVENTS_FORMAT, MPRESS_EVENTS_VERSION, version, (unsigned)CUPTI_API_VERSION,
+             (long)getpid());
+    inject_raw(header);
     if (r != CUPTI_SUCCESS) {
         report("cuptiGetVersion", r);
         return 1;
@@ -173,7 +168,7 @@ int InitializeInjection(void)
                      version, (unsigned)CUPTI_API_VERSION);
         fprintf(stderr, "mpress-inject: CUPTI %u at run time, built for %u; not tracing\n",
                 version, (unsigned)CUPTI_API_VERSION);
-        fflush(f);
+        inject_flush();
         return 1;
     }
 
@@ -216,6 +211,6 @@ int InitializeInjection(void)
     atexit(finish);
     install_signal_handlers();
     inject_event("\"ev\":\"status\",\"ok\":true,\"t\":%llu", (unsigned long long)inject_now());
-    fflush(f);
+    inject_flush();
     return 1;
 }

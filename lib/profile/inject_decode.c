@@ -2,6 +2,7 @@
  * Part of libmpress-inject.so; also compiled into tests/profile/test_inject.c, which feeds it
  * hand-built activity buffers. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,37 +17,93 @@
 
 #include "inject_internal.h"
 
-static FILE *out_file;
+#define OUT_BYTES (1u << 20)
 
-void inject_set_output(FILE *f)
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+static int out_fd = -1;
+static char out_buf[OUT_BYTES];
+static size_t out_len;
+
+static void flush_locked(void)
 {
-    out_file = f;
+    size_t off = 0;
+    while (out_fd >= 0 && off < out_len) {
+        ssize_t w = write(out_fd, out_buf + off, out_len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break; /* a full disk loses the trace, never the program */
+        off += (size_t)w;
+    }
+    out_len = 0;
 }
 
-FILE *inject_output(void)
+void inject_flush(void)
 {
-    return out_file;
+    pthread_mutex_lock(&out_lock);
+    flush_locked();
+    pthread_mutex_unlock(&out_lock);
+}
+
+/* fork: the child starts with an empty buffer and no output, whatever the parent had. */
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&out_lock);
+}
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&out_lock);
+}
+static void atfork_child(void)
+{
+    out_len = 0;
+    out_fd = -1;
+    pthread_mutex_unlock(&out_lock);
+}
+
+void inject_set_output(int fd)
+{
+    static int hooked;
+    if (!hooked) {
+        hooked = 1;
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    }
+    pthread_mutex_lock(&out_lock);
+    flush_locked();
+    out_fd = fd;
+    pthread_mutex_unlock(&out_lock);
+}
+
+void inject_raw(const char *line)
+{
+    size_t n = strlen(line);
+    pthread_mutex_lock(&out_lock);
+    if (out_fd >= 0) {
+        if (out_len + n > sizeof(out_buf))
+            flush_locked();
+        if (n <= sizeof(out_buf)) {
+            memcpy(out_buf + out_len, line, n);
+            out_len += n;
+        }
+    }
+    pthread_mutex_unlock(&out_lock);
 }
 
 void inject_event(const char *fmt, ...)
 {
-    if (!out_file)
-        return;
     char line[4096];
     int n = snprintf(line, sizeof(line), "{");
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 3, fmt, ap);
     va_end(ap);
-    if (m < 0)
-        return;
-    n += m;
-    if ((size_t)n > sizeof(line) - 3)
+    if (m < 0 || (size_t)(n + m) > sizeof(line) - 3)
         return; /* cannot happen: names are truncated by inject_json_string */
+    n += m;
     line[n++] = '}';
     line[n++] = '\n';
     line[n] = '\0';
-    fputs(line, out_file); /* one locked stdio call per line */
+    inject_raw(line);
 }
 
 char *inject_json_string(char *out, size_t cap, const char *s)
@@ -354,6 +411,15 @@ void CUPTIAPI inject_nvtx_callback(void *userdata, CUpti_CallbackDomain domain,
     case CUPTI_CBID_NVTX_nvtxRangePushA: {
         const nvtxRangePushA_params *p = d->functionParams;
         range_push(p && p->message ? p->message : "");
+        break;
+    }
+    case CUPTI_CBID_NVTX_nvtxRangePushW: {
+        const nvtxRangePushW_params *p = d->functionParams;
+        nvtxEventAttributes_t a;
+        memset(&a, 0, sizeof(a));
+        a.messageType = NVTX_MESSAGE_TYPE_UNICODE;
+        a.message.unicode = p ? p->message : NULL;
+        range_push(attrib_message(&a, tmp, sizeof(tmp)));
         break;
     }
     case CUPTI_CBID_NVTX_nvtxRangePushEx: {

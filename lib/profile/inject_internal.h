@@ -1,7 +1,8 @@
 /* Pieces of the CUPTI tracer (libmpress-inject.so) that tests drive directly: decoding CUPTI
- * activity buffers into mpress-events lines, and the NVTX range callback. They write to the
- * FILE set with inject_set_output; each event is one fputs of a whole line, so lines from
- * different threads never interleave. */
+ * activity buffers into mpress-events lines, and the NVTX range callback. They write whole
+ * lines into one locked buffer that goes to the file descriptor set with inject_set_output, so
+ * lines from different threads never interleave. Not stdio: a child forked by the program
+ * (data-loader workers) must not write the parent's buffered lines a second time at its exit. */
 #ifndef MPRESS_INJECT_INTERNAL_H
 #define MPRESS_INJECT_INTERNAL_H
 
@@ -29,8 +30,12 @@ typedef CUpti_ActivityDevice5 inject_device_t;
 /* The external-correlation kind the tracer pushes range ids under. */
 #define INJECT_EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
 
-void inject_set_output(FILE *f);
-FILE *inject_output(void);
+/* fd < 0 stops output. The fd is not closed here. */
+void inject_set_output(int fd);
+/* Writes out what is buffered. */
+void inject_flush(void);
+/* Appends a line as is (it must end with a newline). */
+void inject_raw(const char *line);
 
 /* Writes one event line (fmt is the inside of the JSON object, without braces). */
 void inject_event(const char *fmt, ...)

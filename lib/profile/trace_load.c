@@ -280,8 +280,11 @@ int mpress_trace_parse(const char *text, size_t size, const char *name, struct m
         goto fail;
     }
     rc = trace_index(t, err);
-    if (rc)
+    if (rc) {
+        if (err && !err->file[0])
+            snprintf(err->file, sizeof(err->file), "%s", c.name);
         goto fail;
+    }
     *out = t;
     return 0;
 fail:

@@ -4,6 +4,7 @@
  * runs here; the resulting event file then goes through the analyser. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <generated_nvtx_meta.h>
@@ -79,7 +80,8 @@ int main(void)
     if (!f)
         return check_done();
     fprintf(f, "{\"format\":\"mpress-events\",\"version\":1}\n");
-    inject_set_output(f);
+    fflush(f);
+    inject_set_output(fileno(f));
 
     /* Ranges through the NVTX callback, as CUPTI would deliver them: ids 1 (fwd:layer0.mlp),
      * 2 ("inner", nested in 1), 3 (bwd:layer0.mlp), 4 (a registered-string domain range). */
@@ -111,6 +113,19 @@ int main(void)
     nvtx(CUPTI_CBID_NVTX_nvtxDomainRangePushEx, &p4, NULL);
     nvtxDomainRangePop_params p5 = {.domain = NULL};
     nvtx(CUPTI_CBID_NVTX_nvtxDomainRangePop, &p5, NULL);
+
+    /* A child forked now (a data-loader worker) must neither write the parent's buffered
+     * lines again nor add its own. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        inject_event("\"ev\":\"note\",\"what\":\"from the child\"");
+        inject_flush();
+        _exit(0);
+    }
+    CHECK(pid > 0);
+    int wst = 0;
+    if (pid > 0)
+        waitpid(pid, &wst, 0);
 
     /* One activity buffer with every kind the tracer enables, plus one it does not decode. */
     buf = aligned_alloc(8, 1 << 16);
@@ -213,14 +228,14 @@ int main(void)
     uint64_t n = inject_decode_buffer(buf, used, &unknown);
     CHECK_INT(n, 16); /* every record above, the unknown one included */
     CHECK_INT(unknown, 1);
+    inject_set_output(-1);
     fclose(f);
-    inject_set_output(NULL);
 
     /* The raw lines: names escaped, pool/api/marker/overhead present. */
     FILE *r = fopen(path, "r");
     char line[4096];
     int saw_kernel = 0, saw_pool = 0, saw_api = 0, saw_marker = 0, saw_over = 0, pushes = 0;
-    int saw_parent = 0;
+    int saw_parent = 0, saw_child = 0;
     while (r && fgets(line, sizeof(line), r)) {
         saw_kernel += strstr(line, "\"name\":\"gemm<\\\"x\\\">\"") != NULL;
         saw_pool += strstr(line, "\"ev\":\"pool\",\"op\":\"created\"") != NULL;
@@ -229,6 +244,7 @@ int main(void)
         saw_over += strstr(line, "\"ev\":\"overhead\"") != NULL;
         pushes += strstr(line, "\"ev\":\"push\"") != NULL;
         saw_parent += strstr(line, "\"id\":2,\"parent\":1,") != NULL;
+        saw_child += strstr(line, "from the child") != NULL;
     }
     if (r)
         fclose(r);
@@ -239,6 +255,7 @@ int main(void)
     CHECK_INT(saw_over, 1);
     CHECK_INT(pushes, 4);
     CHECK_INT(saw_parent, 1);
+    CHECK_INT(saw_child, 0);
 
     /* And the analysis of what the tracer wrote. */
     struct mpress_trace *t = NULL;
