@@ -52,7 +52,8 @@ static void usage(FILE *out)
             "  --dtype TYPE      fp16|bf16|fp32, to count parameters from bytes (default fp16)\n"
             "  --optimizer NAME  adam|sgd (default adam)\n"
             "  -o FILE           write the profile (or topology) to FILE (default: standard\n"
-            "                    output)\n"
+            "                    output, and then COMMAND's standard output goes to standard\n"
+            "                    error)\n"
             "  --probe-bandwidth measure pinned host<->device and peer copies (with and without\n"
             "                    peer access, one direction and both), 64 KiB to 1 GiB, and\n"
             "                    write a topology with bandwidth_source \"measured\"\n"
@@ -211,6 +212,7 @@ struct run_env {
     const char *events;
     const char *pythonpath_dir; /* NULL: leave PYTHONPATH */
     int memory_pass;
+    int stdout_to_stderr;       /* the profile goes to standard output: keep it clean */
 };
 
 /* Runs argv with the tracing environment; returns the wait status, or -1 (errno set). */
@@ -228,6 +230,8 @@ static int run_command(char **argv, const struct run_env *e)
         }
         if (e->memory_pass)
             setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 1);
+        if (e->stdout_to_stderr)
+            dup2(STDERR_FILENO, STDOUT_FILENO);
         if (e->pythonpath_dir) {
             const char *old = getenv("PYTHONPATH");
             char *pp = malloc(strlen(e->pythonpath_dir) + (old ? strlen(old) : 0) + 2);
@@ -487,7 +491,8 @@ int cmd_profile_cupti(int argc, char **argv)
     }
 
     struct run_env env = {.inject = have_inject ? inject : NULL, .cupti = cupti,
-                          .events = events, .pythonpath_dir = pydir[0] ? pydir : NULL};
+                          .events = events, .pythonpath_dir = pydir[0] ? pydir : NULL,
+                          .stdout_to_stderr = strcmp(out, "-") == 0};
     int status = run_command(prog, &env);
     char how[128] = "";
     if (status < 0) {
