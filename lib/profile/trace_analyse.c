@@ -890,6 +890,13 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
         }
         i = j;
     }
+    /* devices in ordinal order, whatever order the trace named them in */
+    for (int i = 1; i < sum->n_devices; i++)
+        for (int j = i; j > 0 && sum->devices[j - 1].id > sum->devices[j].id; j--) {
+            struct mpress_trace_device d = sum->devices[j];
+            sum->devices[j] = sum->devices[j - 1];
+            sum->devices[j - 1] = d;
+        }
     rc = 0;
     goto done;
 oom:

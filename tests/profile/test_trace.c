@@ -178,6 +178,7 @@ static void test_two_devices(void)
         }
         CHECK_INT(p.ops[1].workspace_bytes, 500);
         CHECK_INT(s.n_devices, 2);
+        CHECK_INT(s.devices[0].id, 0); /* sorted, though the file names device 1 first */
         for (int d = 0; d < s.n_devices; d++) {
             if (s.devices[d].id == 0) {
                 CHECK_INT(s.devices[d].peak_bytes, 1000);
