@@ -34,7 +34,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *max_records = 0; /* as many as fit */
 }
 
-static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+void CUPTIAPI inject_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
                                       size_t size, size_t valid)
 {
     (void)size;
@@ -172,7 +172,7 @@ int InitializeInjection(void)
         return 1;
     }
 
-    r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    r = cuptiActivityRegisterCallbacks(buffer_requested, inject_buffer_completed);
     if (r != CUPTI_SUCCESS) {
         report("cuptiActivityRegisterCallbacks", r);
         return 1;

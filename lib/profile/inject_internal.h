@@ -51,6 +51,14 @@ char *inject_json_string(char *out, size_t cap, const char *s);
  * record it knows. Returns the number of records; *unknown counts kinds it skipped. */
 uint64_t inject_decode_buffer(uint8_t *buf, size_t valid, uint64_t *unknown);
 
+/* CUPTI's buffer-completion callback: decodes the buffer, notes dropped records, frees the
+ * buffer (it came from aligned_alloc) and writes the lines out. */
+void CUPTIAPI inject_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                      size_t size, size_t valid);
+
+/* The driver's entry point (inject.c). */
+int InitializeInjection(void);
+
 /* CUPTI callback for the NVTX domain: range push/pop (and domain variants) write push/pop
  * events and push/pop an external correlation id equal to the range id, so that every CUDA
  * call inside the range is attributed to it. Registered strings are remembered. */
