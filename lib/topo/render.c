@@ -112,8 +112,12 @@ char *mpress_topology_render(const struct mpress_topology *t)
     put(&b, "Peer bandwidth over NVLink (GB/s per direction):\n");
     for (int i = 0; i < n; i++) {
         put(&b, "  GPU%-3d", i);
-        for (int j = 0; j < n; j++)
-            put(&b, " %6.1f", gb(mpress_topology_p2p_bytes_per_s(t, i, j)));
+        for (int j = 0; j < n; j++) {
+            if (i == j)
+                put(&b, " %6s", "-");
+            else
+                put(&b, " %6.1f", gb(mpress_topology_p2p_bytes_per_s(t, i, j)));
+        }
         put(&b, "\n");
     }
     put(&b, "PCIe: %.1f GB/s per GPU per direction\n", gb(t->pcie_bytes_per_s));

@@ -79,6 +79,24 @@ static void test_nvswitch(void)
               MPRESS_EUSAGE);
 }
 
+static void test_partial_xml(void)
+{
+    struct mpress_topology t;
+    struct mpress_error err;
+    char notes[4096];
+    mpress_error_clear(&err);
+    CHECK_INT(mpress_topology_import(data("partial.nccl.xml"), &t, notes, sizeof(notes), &err),
+              0);
+    CHECK_INT(t.n_gpus, 2);
+    CHECK_INT(t.nvlinks[0][1], 1);
+    CHECK_INT(t.nvlinks[1][0], 1);
+    CHECK_STR(t.gpus[0].model, "V100-SXM2-16GB"); /* device 0x1db1 */
+    CHECK_INT(t.n_sockets, 1);
+    CHECK_INT(t.n_switches, 1);
+    /* 5 + 5 links to GPUs outside the dump are left out, and said so. */
+    CHECK(strstr(notes, "10 NVLinks to devices that are neither GPUs of the dump") != NULL);
+}
+
 static void test_pcie_only(void)
 {
     struct mpress_topology t;
@@ -142,6 +160,7 @@ int main(void)
 {
     test_perm_xml();
     test_nvswitch();
+    test_partial_xml();
     test_pcie_only();
     test_bad();
     return check_done();
