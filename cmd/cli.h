@@ -33,6 +33,15 @@ int cli_usage(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* Usage error for what getopt_long returned as c ('?' unknown option, ':' missing value) when
+ * called with opterr = 0 and an optstring starting with ':'. Names the option; returns
+ * MPRESS_EUSAGE. */
+int cli_bad_option(const char *cmd, int c, char **argv);
+
+/* 1 when a and b name the same file (the same string, or the same inode), else 0: -o must not
+ * overwrite the input it is made from. */
+int cli_same_file(const char *a, const char *b);
+
 /* Parses a whole decimal integer in [min, max]; 0 ok, -1 not. */
 int cli_parse_int(const char *s, long min, long max, long *out);
 /* Parses a finite non-negative real; 0 ok, -1 not. */

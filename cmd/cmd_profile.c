@@ -1,5 +1,6 @@
 /* mpress profile: analytic profiles of the model zoo, PipeDream graph import, and (handed to
  * cmd_profile_cupti) CUPTI tracing of a command and bandwidth probes. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,7 +38,8 @@ static void usage(FILE *out)
             "\n"
             "  --micro-batch N        samples per micro-batch (overrides the config)\n"
             "  --seq N                sequence length (overrides the config)\n"
-            "  --dtype fp16|bf16|fp32 activation and weight type (default fp16)\n"
+            "  --dtype fp16|bf16|fp32 activation and weight type (default fp16; bf16 needs a\n"
+            "                         GPU with bf16 tensor cores, A100 and later)\n"
             "  --optimizer adam|sgd   model states: adam 16 bytes/parameter mixed precision,\n"
             "                         sgd (with momentum) 12 (default adam)\n"
             "  --flash                flash-style attention: no s x s tensors are saved\n"
@@ -54,7 +56,8 @@ static void usage(FILE *out)
             "\n"
             "  --list-models          print the named configs and their sizes\n"
             "  -o FILE                write the profile to FILE (default: standard output);\n"
-            "                         nothing is written when the command fails\n"
+            "                         nothing is written when the command fails; FILE must\n"
+            "                         not be the input file\n"
             "\n" CLI_EXIT_CODES);
 }
 
@@ -77,24 +80,6 @@ static int list_models(void)
     return 0;
 }
 
-/* "--opt VALUE" or "--opt=VALUE": returns the value and advances *i, or NULL when argv[*i] is
- * not opt. *missing is set when opt is there without a value. */
-static const char *opt_value(int argc, char **argv, int *i, const char *opt, int *missing)
-{
-    size_t n = strlen(opt);
-    if (strncmp(argv[*i], opt, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 int cmd_profile(int argc, char **argv)
 {
     const char *cmd = "profile";
@@ -103,56 +88,71 @@ int cmd_profile(int argc, char **argv)
         if (strcmp(argv[i], "--") == 0 || strcmp(argv[i], "--probe-bandwidth") == 0)
             return cmd_profile_cupti(argc, argv);
 
+    enum { O_ANALYTIC = 256, O_LIST, O_FLASH, O_IMPORT, O_MODEL_CONFIG, O_MODEL, O_GPU,
+           O_MICRO_BATCH, O_SEQ, O_DTYPE, O_OPTIMIZER };
+    static const struct option opts[] = {
+        {"analytic", no_argument, NULL, O_ANALYTIC},
+        {"list-models", no_argument, NULL, O_LIST},
+        {"flash", no_argument, NULL, O_FLASH},
+        {"import", required_argument, NULL, O_IMPORT},
+        {"model-config", required_argument, NULL, O_MODEL_CONFIG},
+        {"model", required_argument, NULL, O_MODEL},
+        {"gpu", required_argument, NULL, O_GPU},
+        {"micro-batch", required_argument, NULL, O_MICRO_BATCH},
+        {"seq", required_argument, NULL, O_SEQ},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"optimizer", required_argument, NULL, O_OPTIMIZER},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     int analytic = 0, list = 0, flash = 0, gpu_given = 0;
     const char *model = NULL, *model_file = NULL, *gpu_key = "v100", *out = "-";
     const char *import_kind = NULL, *import_file = NULL;
     const char *mb = NULL, *seq = NULL, *dtype = NULL, *optimizer = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int missing = 0;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    static const char import_form[] =
+        "'--import' needs a kind and a file: --import pipedream GRAPH.txt";
+    optind = 1;
+    opterr = 0;
+    /* '+': stop at the first operand, which may only be the FILE of '--import KIND FILE'. */
+    for (;;) {
+        int c = getopt_long(argc, argv, "+:o:h", opts, NULL);
+        if (c == -1) {
+            if (optind >= argc)
+                break;
+            if (import_kind && !import_file) {
+                import_file = argv[optind++];
+                continue;
+            }
+            return cli_usage(cmd, "unexpected argument '%s'", argv[optind]);
+        }
+        switch (c) {
+        case 'h':
             usage(stdout);
             return 0;
-        } else if (strcmp(a, "--analytic") == 0) {
-            analytic = 1;
-        } else if (strcmp(a, "--list-models") == 0) {
-            list = 1;
-        } else if (strcmp(a, "--flash") == 0) {
-            flash = 1;
-        } else if (strcmp(a, "--import") == 0 || strncmp(a, "--import=", 9) == 0) {
-            import_kind = opt_value(argc, argv, &i, "--import", &missing);
-            if (!missing && i + 1 < argc)
-                import_file = argv[++i];
-            else
-                return cli_usage(cmd, "'--import' needs a kind and a file: --import "
-                                      "pipedream GRAPH.txt");
-        } else if ((v = opt_value(argc, argv, &i, "--model-config", &missing))) {
-            model_file = v;
-        } else if ((v = opt_value(argc, argv, &i, "--model", &missing))) {
-            model = v;
-        } else if ((v = opt_value(argc, argv, &i, "--gpu", &missing))) {
-            gpu_key = v;
+        case O_ANALYTIC: analytic = 1; break;
+        case O_LIST: list = 1; break;
+        case O_FLASH: flash = 1; break;
+        case O_IMPORT: import_kind = optarg; break;
+        case O_MODEL_CONFIG: model_file = optarg; break;
+        case O_MODEL: model = optarg; break;
+        case O_GPU:
+            gpu_key = optarg;
             gpu_given = 1;
-        } else if ((v = opt_value(argc, argv, &i, "--micro-batch", &missing))) {
-            mb = v;
-        } else if ((v = opt_value(argc, argv, &i, "--seq", &missing))) {
-            seq = v;
-        } else if ((v = opt_value(argc, argv, &i, "--dtype", &missing))) {
-            dtype = v;
-        } else if ((v = opt_value(argc, argv, &i, "--optimizer", &missing))) {
-            optimizer = v;
-        } else if ((v = opt_value(argc, argv, &i, "-o", &missing))) {
-            out = v;
-        } else if ((v = opt_value(argc, argv, &i, "--output", &missing))) {
-            out = v;
-        } else if (missing) {
-            return cli_usage(cmd, "option '%s' needs a value", a);
-        } else if (a[0] == '-') {
-            return cli_usage(cmd, "unknown option '%s'", a);
-        } else {
-            return cli_usage(cmd, "unexpected argument '%s'", a);
+            break;
+        case O_MICRO_BATCH: mb = optarg; break;
+        case O_SEQ: seq = optarg; break;
+        case O_DTYPE: dtype = optarg; break;
+        case O_OPTIMIZER: optimizer = optarg; break;
+        case 'o': out = optarg; break;
+        default:
+            if (c == ':' && optopt == O_IMPORT)
+                return cli_usage(cmd, "%s", import_form);
+            return cli_bad_option(cmd, c, argv);
         }
     }
+    if (import_kind && !import_file)
+        return cli_usage(cmd, "%s", import_form);
 
     if (list) {
         if (analytic || model || model_file || import_kind)
@@ -166,6 +166,10 @@ int cmd_profile(int argc, char **argv)
     if (!analytic && !import_kind)
         return cli_usage(cmd, "nothing to do: give --analytic --model NAME, --import "
                               "pipedream FILE or -- COMMAND");
+
+    const char *input = import_kind ? import_file : model_file;
+    if (input && strcmp(out, "-") != 0 && cli_same_file(input, out))
+        return cli_usage(cmd, "-o '%s' is the input file", out);
 
     struct mpress_profile p;
     struct mpress_error err;

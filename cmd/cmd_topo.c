@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -64,7 +63,9 @@ static int topo_show(int argc, char **argv)
     };
     long gpus = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
         case 'n':
             if (cli_parse_int(optarg, 1, MPRESS_MAX_GPUS, &gpus))
@@ -75,7 +76,7 @@ static int topo_show(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            return cli_usage("topo", "show: bad option");
+            return cli_bad_option("topo", c, argv);
         }
     }
     if (optind != argc - 1)
@@ -109,15 +110,6 @@ static int topo_show(int argc, char **argv)
     return rc;
 }
 
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (strcmp(a, b) == 0)
-        return 1;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 static int topo_import(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -128,7 +120,9 @@ static int topo_import(int argc, char **argv)
     };
     const char *gpu = NULL, *output = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'g':
             if (!mpress_gpu_spec_find(optarg))
@@ -142,13 +136,13 @@ static int topo_import(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
-            return cli_usage("topo", "import: bad option");
+            return cli_bad_option("topo", c, argv);
         }
     }
     if (optind != argc - 1)
         return cli_usage("topo", "import takes one FILE");
     const char *file = argv[optind];
-    if (output && same_file(file, output))
+    if (output && cli_same_file(file, output))
         return cli_usage("topo", "-o '%s' is the input file", output);
 
     struct mpress_topology *t = malloc(sizeof(*t));
@@ -172,22 +166,10 @@ static int topo_import(int argc, char **argv)
             nl = line + strlen(line) - 1;
         cli_error("topo", "note: %.*s", (int)(nl - line + (*nl != '\n')), line);
     }
-    if (output) {
-        rc = mpress_topology_save(output, t, &err);
-        if (rc)
-            rc = cli_fail("topo", "cannot write topology", &err);
-    } else {
-        json_t *j = mpress_topology_to_json(t);
-        char *s = j ? mpress_json_dumps(j) : NULL;
-        json_decref(j);
-        if (!s) {
-            cli_error("topo", "cannot serialize the topology");
-            rc = MPRESS_ESYSTEM;
-        } else {
-            fputs(s, stdout);
-            free(s);
-        }
-    }
+    /* Standard output too goes through the checked save: what is printed loads. */
+    rc = mpress_topology_save(output ? output : "-", t, &err);
+    if (rc)
+        rc = cli_fail("topo", "cannot write topology", &err);
 done:
     free(t);
     free(notes);

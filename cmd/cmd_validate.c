@@ -1,9 +1,13 @@
 /* mpress validate FILE...: checks topology, profile and plan files with the strict loaders
  * and says what each one is. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -115,18 +119,55 @@ static int summarize_plan(const char *file, struct mpress_error *err)
     return 0;
 }
 
+/* Checking a file reads it more than once (the check, then the summary). A pipe or device
+ * such as /dev/stdin can be read only once, so it is first copied whole into a temporary file,
+ * whose path goes into tmp. Returns the path to read, or NULL with err filled. */
+static const char *readable_copy(const char *file, char *tmp, size_t size,
+                                 struct mpress_error *err)
+{
+    struct stat st;
+    tmp[0] = '\0';
+    if (stat(file, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+        return file; /* the loaders report what is wrong with it */
+    char *text;
+    size_t n;
+    if (mpress_read_file(file, 0, &text, &n, err) != 0)
+        return NULL;
+    const char *dir = getenv("TMPDIR");
+    snprintf(tmp, size, "%s/mpress-validate-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(tmp);
+    size_t off = 0;
+    while (fd >= 0 && off < n) {
+        ssize_t w = write(fd, text + off, n - off);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    free(text);
+    if (fd < 0 || off < n || close(fd) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            unlink(tmp);
+        tmp[0] = '\0';
+        mpress_error_at(err, MPRESS_ESYSTEM, file, 0, 0, "",
+                        "cannot copy it to a temporary file: %s", strerror(e));
+        return NULL;
+    }
+    return tmp;
+}
+
 int cmd_validate(int argc, char **argv)
 {
     static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
         if (c == 'h') {
             help();
             return 0;
         }
-        return cli_usage("validate", "unknown option '%s'", argv[optind - 1]);
+        return cli_bad_option("validate", c, argv);
     }
     if (optind >= argc)
         return cli_usage("validate", "missing FILE");
@@ -134,18 +175,24 @@ int cmd_validate(int argc, char **argv)
     for (int i = optind; i < argc; i++) {
         const char *file = argv[i];
         struct mpress_error err;
-        char kind[32];
+        char kind[32], tmp[512];
         mpress_error_clear(&err);
-        int r = mpress_validate_file(file, kind, sizeof(kind), &err);
+        const char *path = readable_copy(file, tmp, sizeof(tmp), &err);
+        int r = path ? mpress_validate_file(path, kind, sizeof(kind), &err) : err.code;
         if (r == 0) {
-            printf("%s: %s v%d: ", file, kind, file_version(file));
+            printf("%s: %s v%d: ", file, kind, file_version(path));
             if (strcmp(kind, MPRESS_TOPOLOGY_FORMAT) == 0)
-                r = summarize_topology(file, &err);
+                r = summarize_topology(path, &err);
             else if (strcmp(kind, MPRESS_PROFILE_FORMAT) == 0)
-                r = summarize_profile(file, &err);
+                r = summarize_profile(path, &err);
             else
-                r = summarize_plan(file, &err);
+                r = summarize_plan(path, &err);
             fflush(stdout);
+        }
+        if (tmp[0]) {
+            unlink(tmp);
+            if (strcmp(err.file, tmp) == 0) /* messages name what the user gave */
+                snprintf(err.file, sizeof(err.file), "%s", file);
         }
         if (r != 0) {
             cli_fail("validate", r == MPRESS_EINPUT ? "bad input file" : "cannot validate",

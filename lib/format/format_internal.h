@@ -16,6 +16,12 @@ void fmt_path(char *out, size_t size, const char *obj_path, const char *key);
 /* Path of element i inside the array at arr_path. */
 void fmt_index(char *out, size_t size, const char *arr_path, size_t i);
 
+/* Element i of the array arr at arr_path, which must be an object: *out and its path in
+ * path[psize], or an error at that path. */
+int fmt_array_object(const struct mpress_json_doc *doc, const json_t *arr, size_t i,
+                     const char *arr_path, json_t **out, char *path, size_t psize,
+                     struct mpress_error *err);
+
 /* Rejects members of obj whose names are not in keys (NULL-terminated). */
 int fmt_check_keys(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
                    const char *const *keys, struct mpress_error *err);

@@ -19,6 +19,17 @@ void fmt_index(char *out, size_t size, const char *arr_path, size_t i)
     snprintf(out, size, "%s[%zu]", arr_path ? arr_path : "", i);
 }
 
+int fmt_array_object(const struct mpress_json_doc *doc, const json_t *arr, size_t i,
+                     const char *arr_path, json_t **out, char *path, size_t psize,
+                     struct mpress_error *err)
+{
+    fmt_index(path, psize, arr_path, i);
+    *out = json_array_get(arr, i);
+    if (!json_is_object(*out))
+        return mpress_json_doc_error(doc, err, path, "expected an object");
+    return 0;
+}
+
 int fmt_check_keys(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
                    const char *const *keys, struct mpress_error *err)
 {
@@ -251,93 +262,13 @@ void fmt_root_position(const struct mpress_json_doc *doc, struct mpress_error *e
         return;
     /* A member missing from the top-level object: point at that object's opening brace. */
     const char *brace = strchr(doc->text, '{');
-    if (!brace)
-        return;
-    int line = 1, col = 1;
-    for (const char *c = doc->text; c < brace; c++) {
-        if (*c == '\n') {
-            line++;
-            col = 1;
-        } else if (((unsigned char)*c & 0xC0) != 0x80) {
-            col++;
-        }
+    char path[8];
+    int line, col;
+    if (brace && mpress_json_doc_path_at(doc, (size_t)(brace - doc->text), path, sizeof(path),
+                                         &line, &col) == 0) {
+        err->line = line;
+        err->column = col;
     }
-    err->line = line;
-    err->column = col;
-}
-
-/* JSON path of the value that starts at byte offset target, found by walking the text up to
- * it (only the part before target needs to be valid JSON). 1 when found. */
-struct path_scan {
-    const char *s;
-    size_t i, n, target;
-};
-
-static void ps_ws(struct path_scan *p)
-{
-    while (p->i < p->n && strchr(" \t\r\n", p->s[p->i]))
-        p->i++;
-}
-
-static void ps_string(struct path_scan *p, char *out, size_t size)
-{
-    size_t k = 0;
-    p->i++; /* opening quote */
-    while (p->i < p->n && p->s[p->i] != '"') {
-        if (p->s[p->i] == '\\' && p->i + 1 < p->n) {
-            if (out && k + 1 < size)
-                out[k++] = p->s[p->i];
-            p->i++;
-        }
-        if (out && k + 1 < size)
-            out[k++] = p->s[p->i];
-        p->i++;
-    }
-    p->i++;
-    if (out)
-        out[k] = '\0';
-}
-
-static int ps_value(struct path_scan *p, char *path, size_t cap, int depth)
-{
-    ps_ws(p);
-    if (p->i >= p->n || p->i > p->target || depth > 256)
-        return 0;
-    if (p->i == p->target)
-        return 1;
-    size_t plen = strlen(path);
-    char c = p->s[p->i];
-    if (c == '{' || c == '[') {
-        long idx = 0;
-        p->i++;
-        for (;;) {
-            ps_ws(p);
-            if (p->i >= p->n || p->i > p->target || p->s[p->i] == (c == '{' ? '}' : ']'))
-                break;
-            if (c == '{') {
-                char key[256];
-                ps_string(p, key, sizeof(key));
-                ps_ws(p);
-                p->i++; /* colon */
-                snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
-            } else {
-                snprintf(path + plen, cap - plen, "[%ld]", idx++);
-            }
-            if (ps_value(p, path, cap, depth + 1))
-                return 1;
-            path[plen] = '\0';
-            ps_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',')
-                p->i++;
-        }
-        p->i++;
-    } else if (c == '"') {
-        ps_string(p, NULL, 0);
-    } else {
-        while (p->i < p->n && !strchr(",]} \t\r\n", p->s[p->i]))
-            p->i++;
-    }
-    return 0;
 }
 
 /* jansson stops at a real beyond double range ("real number overflow") with the position of
@@ -352,22 +283,13 @@ static int explain_real_overflow(struct mpress_json_doc *doc, struct mpress_erro
     size_t start = end;
     while (start > 0 && !strchr(",:[{ \t\r\n", doc->text[start - 1]))
         start--;
-    struct path_scan p = {.s = doc->text, .n = doc->size, .target = start};
-    char path[512] = "", token[48];
-    if (!ps_value(&p, path, sizeof(path), 0) || !path[0])
+    char path[512], token[48];
+    int line, col;
+    if (mpress_json_doc_path_at(doc, start, path, sizeof(path), &line, &col) != 0 || !path[0])
         return 0;
     size_t len = end + 1 - start;
     snprintf(token, sizeof(token), "%.*s%s", (int)(len > 40 ? 40 : len), doc->text + start,
              len > 40 ? "..." : "");
-    int line = 1, col = 1;
-    for (size_t i = 0; i < start; i++) {
-        if (doc->text[i] == '\n') {
-            line++;
-            col = 1;
-        } else if (((unsigned char)doc->text[i] & 0xC0) != 0x80) {
-            col++;
-        }
-    }
     mpress_error_at(err, MPRESS_EINPUT, doc->file, line, col, path,
                     "number %s is out of range (numbers must be finite)", token);
     return 1;

@@ -227,17 +227,6 @@ static const char *const solver_keys[] = {"status", "objective_s", "bound_s", "g
                                           "cols", "integer_cols", "nonzeros", "nodes", NULL};
 static const char *const baseline_keys[] = {"policy", "fits", "iteration_s", NULL};
 
-static int element_object(const struct mpress_json_doc *doc, const json_t *arr, size_t i,
-                          const char *arr_path, json_t **out, char *path, size_t psize,
-                          struct mpress_error *err)
-{
-    fmt_index(path, psize, arr_path, i);
-    *out = json_array_get(arr, i);
-    if (!json_is_object(*out))
-        return mpress_json_doc_error(doc, err, path, "expected an object");
-    return 0;
-}
-
 static int read_hash(const struct mpress_json_doc *doc, const char *key, char out[17],
                      struct mpress_error *err)
 {
@@ -290,7 +279,7 @@ static int read_stages(const struct mpress_json_doc *doc, struct mpress_plan *p,
     for (int i = 0; i < p->n_stages; i++) {
         struct mpress_plan_stage *s = &p->stages[i];
         json_t *js;
-        if (element_object(doc, arr, (size_t)i, "stages", &js, path, sizeof(path), err) ||
+        if (fmt_array_object(doc, arr, (size_t)i, "stages", &js, path, sizeof(path), err) ||
             fmt_check_keys(doc, js, path, stage_keys, err) ||
             mpress_jread_int(doc, js, path, "first_op", INT_MIN, INT_MAX, &s->first_op, err) ||
             mpress_jread_int(doc, js, path, "last_op", INT_MIN, INT_MAX, &s->last_op, err) ||
@@ -374,7 +363,7 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
         json_t *ja, *peers;
         char id[sizeof(prof->ops[0].tensors[0].id)];
         int kind;
-        if (element_object(doc, arr, (size_t)i, "actions", &ja, path, sizeof(path), err) ||
+        if (fmt_array_object(doc, arr, (size_t)i, "actions", &ja, path, sizeof(path), err) ||
             fmt_check_keys(doc, ja, path, action_keys, err) ||
             mpress_jread_int(doc, ja, path, "op", INT_MIN, INT_MAX, &a->op, err))
             goto done;
@@ -435,7 +424,7 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
         for (int k = 0; k < a->n_peers; k++) {
             json_t *jq;
             char epath[512], gpath[512];
-            if (element_object(doc, peers, (size_t)k, qpath, &jq, epath, sizeof(epath), err) ||
+            if (fmt_array_object(doc, peers, (size_t)k, qpath, &jq, epath, sizeof(epath), err) ||
                 fmt_check_keys(doc, jq, epath, peer_keys, err) ||
                 mpress_jread_int(doc, jq, epath, "gpu", INT_MIN, INT_MAX, &a->peers[k], err) ||
                 mpress_jread_u64(doc, jq, epath, "bytes", &a->peer_bytes[k], err))
@@ -552,7 +541,7 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
     for (int i = 0; i < n_gpus; i++) {
         struct mpress_plan_gpu *g = &p->gpus[i];
         json_t *jg;
-        if (element_object(doc, arr, (size_t)i, "gpus", &jg, path, sizeof(path), err) ||
+        if (fmt_array_object(doc, arr, (size_t)i, "gpus", &jg, path, sizeof(path), err) ||
             fmt_check_keys(doc, jg, path, gpu_keys, err) ||
             mpress_jread_int(doc, jg, path, "gpu", INT_MIN, INT_MAX, &g->gpu, err) ||
             mpress_jread_int(doc, jg, path, "stage", INT_MIN, INT_MAX, &g->stage, err) ||
@@ -647,7 +636,7 @@ static int read_baselines(const struct mpress_json_doc *doc, struct mpress_plan 
     for (int i = 0; i < p->n_baselines; i++) {
         struct mpress_plan_baseline *b = &p->baselines[i];
         json_t *jb;
-        if (element_object(doc, arr, (size_t)i, "baselines", &jb, path, sizeof(path), err) ||
+        if (fmt_array_object(doc, arr, (size_t)i, "baselines", &jb, path, sizeof(path), err) ||
             fmt_check_keys(doc, jb, path, baseline_keys, err) ||
             fmt_read_name(doc, jb, path, "policy", b->policy, sizeof(b->policy), err) ||
             mpress_jread_bool(doc, jb, path, "fits", &b->fits, err) ||

@@ -243,13 +243,9 @@ int mpress_profile_from_json(const struct mpress_json_doc *doc, const json_t *ob
     int flat = 0;
     for (int i = 0; i < p.n_ops; i++) {
         struct mpress_op *op = &p.ops[i];
-        json_t *jo = json_array_get(ops, (size_t)i), *jt;
-        fmt_index(op_path, sizeof(op_path), ops_path, (size_t)i);
-        if (!json_is_object(jo)) {
-            mpress_json_doc_error(doc, err, op_path, "expected an object");
-            goto fail;
-        }
-        if (fmt_check_keys(doc, jo, op_path, op_keys, err) ||
+        json_t *jo, *jt;
+        if (fmt_array_object(doc, ops, (size_t)i, ops_path, &jo, op_path, sizeof(op_path), err) ||
+            fmt_check_keys(doc, jo, op_path, op_keys, err) ||
             fmt_read_name(doc, jo, op_path, "name", op->name, sizeof(op->name), err) ||
             fmt_read_name(doc, jo, op_path, "kind", op->kind, sizeof(op->kind), err) ||
             mpress_jread_int(doc, jo, op_path, "layer", -1, INT_MAX, &op->layer, err) ||
@@ -283,13 +279,9 @@ int mpress_profile_from_json(const struct mpress_json_doc *doc, const json_t *ob
         op->n_tensors = (int)nt;
         for (int k = 0; k < op->n_tensors; k++, flat++) {
             struct mpress_saved_tensor *t = &op->tensors[k];
-            json_t *jx = json_array_get(jt, (size_t)k);
-            fmt_index(path, sizeof(path), tpath, (size_t)k);
-            if (!json_is_object(jx)) {
-                mpress_json_doc_error(doc, err, path, "expected an object");
-                goto fail;
-            }
-            if (fmt_check_keys(doc, jx, path, tensor_keys, err) ||
+            json_t *jx;
+            if (fmt_array_object(doc, jt, (size_t)k, tpath, &jx, path, sizeof(path), err) ||
+                fmt_check_keys(doc, jx, path, tensor_keys, err) ||
                 fmt_read_name(doc, jx, path, "id", t->id, sizeof(t->id), err) ||
                 fmt_read_name(doc, jx, path, "name", t->name, sizeof(t->name), err) ||
                 mpress_jread_u64(doc, jx, path, "bytes", &t->bytes, err) ||

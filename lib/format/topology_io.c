@@ -101,18 +101,6 @@ static const char *const gpu_keys[] = {
     "nvlink_ports", "pcie_switch", "socket", NULL};
 static const char *const switch_keys[] = {"uplink_bytes_per_s", "socket", NULL};
 
-/* An object element of an array, or an error at its path. */
-static int array_object(const struct mpress_json_doc *doc, const json_t *arr, size_t i,
-                        const char *arr_path, json_t **out, char *path, size_t psize,
-                        struct mpress_error *err)
-{
-    fmt_index(path, psize, arr_path, i);
-    *out = json_array_get(arr, i);
-    if (!json_is_object(*out))
-        return mpress_json_doc_error(doc, err, path, "expected an object");
-    return 0;
-}
-
 int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *obj,
                               const char *obj_path, struct mpress_topology *out,
                               struct mpress_error *err)
@@ -151,7 +139,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
     for (int i = 0; i < t.n_switches; i++) {
         json_t *js;
         struct mpress_topo_switch *s = &t.switches[i];
-        if (array_object(doc, arr, (size_t)i, sw_path, &js, path, sizeof(path), err) ||
+        if (fmt_array_object(doc, arr, (size_t)i, sw_path, &js, path, sizeof(path), err) ||
             fmt_check_keys(doc, js, path, switch_keys, err) ||
             fmt_read_positive(doc, js, path, "uplink_bytes_per_s", &s->uplink_bytes_per_s,
                               err) ||
@@ -176,7 +164,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
     for (int i = 0; i < t.n_gpus; i++) {
         json_t *jg;
         struct mpress_topo_gpu *g = &t.gpus[i];
-        if (array_object(doc, arr, (size_t)i, gpus_path, &jg, path, sizeof(path), err) ||
+        if (fmt_array_object(doc, arr, (size_t)i, gpus_path, &jg, path, sizeof(path), err) ||
             fmt_check_keys(doc, jg, path, gpu_keys, err) ||
             fmt_read_name(doc, jg, path, "model", g->model, sizeof(g->model), err) ||
             mpress_jread_u64(doc, jg, path, "memory_bytes", &g->memory_bytes, err) ||

@@ -24,6 +24,13 @@ int mpress_profile_analytic(const struct mpress_model_config *m, const struct mp
     if (!gpu || !(gpu->flops_fp16 > 0) || !(gpu->flops_fp32 > 0) || !(gpu->hbm_bytes_per_s > 0))
         return mpress_error_set(err, MPRESS_EUSAGE, "a GPU with peak FLOP/s and bandwidth is "
                                                     "needed for an analytic profile");
+    /* A bf16 model on a GPU without bf16 tensor cores would be timed at a rate it cannot
+     * reach (Volta runs bf16 without tensor cores); refuse rather than mislead. */
+    if (strcmp(m->dtype, "bf16") == 0 && !gpu->bf16)
+        return mpress_error_set(err, MPRESS_EUSAGE,
+                                "%s has no bf16 tensor cores: use --dtype fp16 or a GPU from "
+                                "A100 on",
+                                gpu->model ? gpu->model : gpu->key);
     struct mpress_model model;
     int rc = mpress_model_build(m, &model, err);
     if (rc)

@@ -323,26 +323,24 @@ int mpress_pipedream_load(const char *file, struct mpress_pipedream_graph *out,
     memset(out, 0, sizeof(*out));
     mpress_error_clear(err);
     struct parser p = {file, err, out, 0, 0, NULL, NULL};
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return mpress_error_at(err, errno == ENOENT || errno == EACCES || errno == EISDIR
-                                        ? MPRESS_EINPUT
-                                        : MPRESS_ESYSTEM,
-                               file, 0, 0, "", "cannot open: %s", strerror(errno));
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int line = 0, rc = 0;
-    while ((len = getline(&buf, &cap, f)) >= 0) {
+    char *text;
+    size_t size;
+    int rc = mpress_read_file(file, 0, &text, &size, err);
+    if (rc)
+        return rc;
+    int line = 0;
+    for (char *buf = text, *next; !rc && buf < text + size; buf = next) {
         line++;
-        if (memchr(buf, '\0', (size_t)len)) {
+        char *nl = memchr(buf, '\n', (size_t)(text + size - buf));
+        next = nl ? nl + 1 : text + size;
+        char *end = nl ? nl : text + size;
+        if (memchr(buf, '\0', (size_t)(end - buf))) {
             rc = fail_at(&p, line, 0, "not a text file: contains a NUL byte%s", "");
             break;
         }
-        const char *end = buf + len;
-        while (end > buf && (end[-1] == '\n' || end[-1] == '\r'))
+        while (end > buf && end[-1] == '\r')
             end--;
-        buf[end - buf] = '\0';
+        *end = '\0';
         const char *t = buf;
         while (t < end && is_space(*t))
             t++;
@@ -350,14 +348,8 @@ int mpress_pipedream_load(const char *file, struct mpress_pipedream_graph *out,
             continue; /* blank line */
         rc = buf[0] == '\t' || buf[0] == ' ' ? parse_edge(&p, line, buf, end)
                                              : parse_node(&p, line, buf, end);
-        if (rc)
-            break;
     }
-    if (!rc && ferror(f))
-        rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot read: %s",
-                             strerror(errno));
-    free(buf);
-    fclose(f);
+    free(text);
     if (!rc && out->n_nodes == 0)
         rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "no node lines");
     for (int e = 0; !rc && e < out->n_edges; e++) {

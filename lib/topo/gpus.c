@@ -19,15 +19,16 @@
  * direction: NVLink2, NVLink3 and NVLink4 all give 25 GB/s per link per direction; the
  * generations differ in the number of links per GPU (6, 12, 18). */
 static const struct mpress_gpu_spec specs[] = {
-    /* key, model, memory, fp16 dense tensor, fp32, HBM, NVLink ports, per link */
-    {"v100", "V100-SXM2-32GB", 32 * GIB, 125 * T, 15.7 * T, 900 * GBS, 6, 25 * GBS},
-    {"v100-16g", "V100-SXM2-16GB", 16 * GIB, 125 * T, 15.7 * T, 900 * GBS, 6, 25 * GBS},
-    {"v100-sxm3", "V100-SXM3-32GB", 32 * GIB, 125 * T, 15.7 * T, 900 * GBS, 6, 25 * GBS},
-    {"a100-40g", "A100-SXM4-40GB", 40 * GIB, 312 * T, 19.5 * T, 1555 * GBS, 12, 25 * GBS},
-    {"a100-80g", "A100-SXM4-80GB", 80 * GIB, 312 * T, 19.5 * T, 2039 * GBS, 12, 25 * GBS},
-    {"h100", "H100-SXM5-80GB", 80 * GIB, 989.5 * T, 67 * T, 3350 * GBS, 18, 25 * GBS},
-    {"h200", "H200-SXM5-141GB", 141 * GIB, 989.5 * T, 67 * T, 4800 * GBS, 18, 25 * GBS},
-    {NULL, NULL, 0, 0, 0, 0, 0, 0},
+    /* key, model, memory, fp16 dense tensor, fp32, HBM, NVLink ports, per link, bf16 tensor
+     * cores (Volta's tensor cores take fp16 only; Ampere and Hopper give bf16 the fp16 rate) */
+    {"v100", "V100-SXM2-32GB", 32 * GIB, 125 * T, 15.7 * T, 900 * GBS, 6, 25 * GBS, 0},
+    {"v100-16g", "V100-SXM2-16GB", 16 * GIB, 125 * T, 15.7 * T, 900 * GBS, 6, 25 * GBS, 0},
+    {"v100-sxm3", "V100-SXM3-32GB", 32 * GIB, 125 * T, 15.7 * T, 900 * GBS, 6, 25 * GBS, 0},
+    {"a100-40g", "A100-SXM4-40GB", 40 * GIB, 312 * T, 19.5 * T, 1555 * GBS, 12, 25 * GBS, 1},
+    {"a100-80g", "A100-SXM4-80GB", 80 * GIB, 312 * T, 19.5 * T, 2039 * GBS, 12, 25 * GBS, 1},
+    {"h100", "H100-SXM5-80GB", 80 * GIB, 989.5 * T, 67 * T, 3350 * GBS, 18, 25 * GBS, 1},
+    {"h200", "H200-SXM5-141GB", 141 * GIB, 989.5 * T, 67 * T, 4800 * GBS, 18, 25 * GBS, 1},
+    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0},
 };
 
 const struct mpress_gpu_spec *mpress_gpu_specs(void)

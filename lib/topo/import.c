@@ -14,45 +14,15 @@
 
 int topo_read_file(const char *file, char **text, size_t *size, struct mpress_error *err)
 {
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL, "cannot open: %s",
-                               strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (len < cap)
-            break;
-        if (cap >= MAX_DUMP_BYTES) {
-            free(buf);
-            fclose(f);
-            return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL,
-                                   "larger than %u bytes: not a topology dump", MAX_DUMP_BYTES);
-        }
-        cap *= 2;
-        char *p = realloc(buf, cap + 1);
-        if (!p)
-            free(buf);
-        buf = p;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf)
-        return mpress_error_at(err, MPRESS_ESYSTEM, file, 0, 0, NULL, "out of memory");
-    if (bad) {
-        free(buf);
-        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL, "read error");
-    }
-    if (memchr(buf, '\0', len)) {
-        free(buf);
+    int rc = mpress_read_file(file, MAX_DUMP_BYTES, text, size, err);
+    if (rc)
+        return rc;
+    if (memchr(*text, '\0', *size)) {
+        free(*text);
+        *text = NULL;
         return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL,
                                "binary data: not a topology dump");
     }
-    buf[len] = '\0';
-    *text = buf;
-    *size = len;
     return MPRESS_OK;
 }
 
@@ -114,6 +84,21 @@ static void gpu_list(char *out, size_t size, const int *flag, int n)
         }
 }
 
+/* The dump shows more NVLinks at a GPU (gpu, or every GPU when -1) than the GPU model has
+ * ports: no topology can hold both. The model was given (--gpu: a usage error) or read from
+ * the dump's PCI ids (a dump that contradicts itself). */
+static int too_many_links(const char *file, const struct mpress_gpu_spec *given,
+                          const struct mpress_gpu_spec *spec, int gpu, int links,
+                          struct mpress_error *err)
+{
+    char where[32];
+    snprintf(where, sizeof(where), gpu < 0 ? "every GPU" : "GPU%d", gpu);
+    return mpress_error_at(err, given ? MPRESS_EUSAGE : MPRESS_EINPUT, file, 0, 0, NULL,
+                           "the dump shows %d NVLinks at %s, but a %s has %d NVLink ports%s",
+                           links, where, spec->model, spec->nvlink_ports,
+                           given ? ": give the --gpu the server has" : "");
+}
+
 static int finish(const char *file, const char *kind, const struct topo_raw *raw,
                   const struct mpress_gpu_spec *given, struct mpress_topology *out, char *notes,
                   size_t notes_size, struct mpress_error *err)
@@ -165,6 +150,8 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
         /* Every pair at the same count, more than a GPU's ports could give them all directly:
          * the links go to an NVSwitch. */
         int ports = raw->nvswitch_ports > 0 ? raw->nvswitch_ports : uniform;
+        if (ports > spec->nvlink_ports)
+            return too_many_links(file, given, spec, -1, ports, err);
         out->fabric = MPRESS_FABRIC_NVSWITCH;
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++)
@@ -182,8 +169,7 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
                 sum += raw->links[i][j];
             }
             if (sum > spec->nvlink_ports)
-                topo_note(notes, notes_size, "GPU%d has %d NVLinks where a %s has %d ports\n",
-                          i, sum, spec->model, spec->nvlink_ports);
+                return too_many_links(file, given, spec, i, sum, err);
         }
     }
     topo_note(notes, notes_size, "NVLink bandwidth %.0f GB/s per link per direction from the "

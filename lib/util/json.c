@@ -38,6 +38,8 @@ int mpress_write_file_atomic(const char *path, const char *data, size_t size,
                                     strerror(errno));
         return 0;
     }
+    if (!path[0])
+        return mpress_error_set(err, MPRESS_EUSAGE, "an empty output file name");
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp)
@@ -125,45 +127,68 @@ int mpress_json_doc_parse(struct mpress_json_doc *doc, const char *text, size_t 
     return 0;
 }
 
+int mpress_read_file(const char *file, size_t max_bytes, char **text, size_t *size,
+                     struct mpress_error *err)
+{
+    *text = NULL;
+    *size = 0;
+    FILE *f = fopen(file, "rb");
+    if (!f) {
+        /* A path that names no readable file is the user's input being wrong, not the system
+         * failing: only the rest (EMFILE, ENOMEM, EIO, ...) is MPRESS_ESYSTEM. */
+        int e = errno;
+        int input = e == ENOENT || e == EACCES || e == EISDIR || e == ENOTDIR ||
+                    e == ENAMETOOLONG || e == ELOOP || e == EPERM;
+        return mpress_error_at(err, input ? MPRESS_EINPUT : MPRESS_ESYSTEM, file, 0, 0, "",
+                               "cannot open: %s", strerror(e));
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    int e = 0;
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) {
+            e = ferror(f) ? (errno ? errno : EIO) : 0;
+            break;
+        }
+        if (max_bytes && cap > max_bytes)
+            break;
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb)
+            free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!buf)
+        return mpress_error_at(err, MPRESS_ESYSTEM, file, 0, 0, "", "out of memory");
+    int rc = 0;
+    if (e)
+        rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot read: %s",
+                             strerror(e));
+    else if (max_bytes && n > max_bytes)
+        rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "",
+                             "larger than %zu bytes: not a file mpress reads", max_bytes);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *size = n;
+    return 0;
+}
+
 int mpress_json_doc_load(struct mpress_json_doc *doc, const char *file, struct mpress_error *err)
 {
     memset(doc, 0, sizeof(*doc));
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return mpress_error_at(err, errno == ENOENT || errno == EACCES || errno == EISDIR
-                                        ? MPRESS_EINPUT
-                                        : MPRESS_ESYSTEM,
-                               file, 0, 0, "", "cannot open: %s", strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    }
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot read: %s",
-                               strerror(errno));
-    }
-    int rc = mpress_json_doc_parse(doc, buf, n, file, err);
+    char *buf;
+    size_t n;
+    int rc = mpress_read_file(file, 0, &buf, &n, err);
+    if (rc)
+        return rc;
+    rc = mpress_json_doc_parse(doc, buf, n, file, err);
     free(buf);
     return rc;
 }
@@ -177,12 +202,16 @@ void mpress_json_doc_finish(struct mpress_json_doc *doc)
     memset(doc, 0, sizeof(*doc));
 }
 
-/* A small scanner over already-validated JSON text that tracks the path of every value. */
+/* A small scanner over JSON text that tracks the path, line and column of every value. It
+ * looks for the value at the path target, or (target NULL) for the value that starts at byte
+ * target_off; then the text need only be valid JSON up to there, as when the parser stopped
+ * at that value. */
 struct scan {
     const char *s;
     size_t i, n;
     int line, col;
     const char *target;
+    size_t target_off;
     int found_line, found_col;
     size_t best_len;            /* longest matched prefix of target, for the nearest fallback */
     int best_line, best_col;
@@ -231,6 +260,13 @@ static void scan_string(struct scan *sc, char *out, size_t size)
 
 static int path_match(struct scan *sc, const char *path, int line, int col)
 {
+    if (!sc->target) {
+        if (sc->i != sc->target_off)
+            return 0;
+        sc->found_line = line;
+        sc->found_col = col;
+        return 1;
+    }
     if (strcmp(path, sc->target) == 0) {
         sc->found_line = line;
         sc->found_col = col;
@@ -246,40 +282,36 @@ static int path_match(struct scan *sc, const char *path, int line, int col)
     return 0;
 }
 
+/* Looking for an offset and gone beyond it: nothing more to find. */
+static int past(const struct scan *sc)
+{
+    return !sc->target && sc->i > sc->target_off;
+}
+
 static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
 {
     skip_ws(sc);
-    if (sc->i >= sc->n || depth > 256)
+    if (sc->i >= sc->n || depth > 256 || (!sc->target && sc->i > sc->target_off))
         return 0;
     if (path_match(sc, path, sc->line, sc->col))
         return 1;
     size_t plen = strlen(path);
     char c = sc->s[sc->i];
-    if (c == '{') {
-        adv(sc);
-        skip_ws(sc);
-        while (sc->i < sc->n && sc->s[sc->i] != '}') {
-            char key[256];
-            scan_string(sc, key, sizeof(key));
-            skip_ws(sc);
-            adv(sc); /* colon */
-            snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
-            if (scan_value(sc, path, cap, depth + 1))
-                return 1;
-            path[plen] = '\0';
-            skip_ws(sc);
-            if (sc->i < sc->n && sc->s[sc->i] == ',') {
-                adv(sc);
-                skip_ws(sc);
-            }
-        }
-        adv(sc);
-    } else if (c == '[') {
-        adv(sc);
-        skip_ws(sc);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
         long idx = 0;
-        while (sc->i < sc->n && sc->s[sc->i] != ']') {
-            snprintf(path + plen, cap - plen, "[%ld]", idx++);
+        adv(sc);
+        skip_ws(sc);
+        while (sc->i < sc->n && sc->s[sc->i] != close && !past(sc)) {
+            if (c == '{') {
+                char key[256];
+                scan_string(sc, key, sizeof(key));
+                skip_ws(sc);
+                adv(sc); /* colon */
+                snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
+            } else {
+                snprintf(path + plen, cap - plen, "[%ld]", idx++);
+            }
             if (scan_value(sc, path, cap, depth + 1))
                 return 1;
             path[plen] = '\0';
@@ -323,6 +355,22 @@ int mpress_json_doc_locate(const struct mpress_json_doc *doc, const char *path, 
                            int *column)
 {
     return locate(doc, path, line, column, 0);
+}
+
+int mpress_json_doc_path_at(const struct mpress_json_doc *doc, size_t offset, char *path,
+                            size_t size, int *line, int *column)
+{
+    if (!doc || !doc->text || offset >= doc->size || size == 0)
+        return -1;
+    struct scan sc = {.s = doc->text, .n = doc->size, .line = 1, .col = 1, .target = NULL,
+                      .target_off = offset};
+    char buf[1024] = "";
+    if (!scan_value(&sc, buf, sizeof(buf), 0))
+        return -1;
+    snprintf(path, size, "%s", buf);
+    *line = sc.found_line;
+    *column = sc.found_col;
+    return 0;
 }
 
 int mpress_json_doc_error(const struct mpress_json_doc *doc, struct mpress_error *err,

@@ -251,9 +251,23 @@ void test_cleanup(void)
     dir_[0] = '\0';
 }
 
+char *read_all(const char *file, size_t *size)
+{
+    char *text;
+    size_t n;
+    if (mpress_read_file(file, 0, &text, &n, NULL) != 0)
+        return NULL;
+    if (size)
+        *size = n;
+    return text;
+}
+
 const char *write_text(const char *name, const char *text)
 {
     const char *p = test_path(name);
+    /* A new file rather than one rewritten in place, which ext4 flushes on close
+     * (auto_da_alloc): the fuzzers write thousands. */
+    remove(p);
     FILE *f = fopen(p, "wb");
     if (!f || fwrite(text, 1, strlen(text), f) != strlen(text) || fclose(f) != 0) {
         perror(p);

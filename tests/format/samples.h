@@ -17,6 +17,10 @@ const char *test_dir(void);
 const char *test_path(const char *name);
 void test_cleanup(void);
 
+/* The whole file as a malloc'd NUL-terminated string, NULL when it cannot be read; its length
+ * in *size unless size is NULL. */
+char *read_all(const char *file, size_t *size);
+
 /* Navigates a path like "ops[2].tensors[0].bytes"; NULL when absent. */
 json_t *jget(json_t *root, const char *path);
 /* Replaces (or adds) the value at path; takes ownership of value. Aborts the test if the

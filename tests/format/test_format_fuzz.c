@@ -20,22 +20,6 @@ static uint32_t next(void)
     return (uint32_t)((rng * 2685821657736338717ULL) >> 32);
 }
 
-static char *read_all(const char *file, size_t *size)
-{
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t r = fread(s, 1, (size_t)n, f);
-    fclose(f);
-    s[r] = '\0';
-    *size = r;
-    return s;
-}
-
 /* One random edit of text (len bytes, buffer of cap bytes); returns the new length. */
 static size_t mutate(char *buf, size_t len, size_t cap)
 {

@@ -73,6 +73,9 @@ static size_t mutate(const char *in, size_t n, char *out, size_t cap)
 
 static void put(const char *path, const char *data, size_t n)
 {
+    /* A new file rather than one rewritten in place, which ext4 flushes on close
+     * (auto_da_alloc). */
+    remove(path);
     FILE *f = fopen(path, "wb");
     fwrite(data, 1, n, f);
     fclose(f);

@@ -281,7 +281,7 @@ static void test_states(void)
 /* Roofline by hand on a made-up GPU: 100 TFLOP/s 16-bit, 10 TFLOP/s fp32, 1 TB/s. */
 static void test_time(void)
 {
-    struct mpress_gpu_spec gpu = {"test", "Test-GPU", 1ull << 34, 100e12, 10e12, 1e12, 0, 0};
+    struct mpress_gpu_spec gpu = {"test", "Test-GPU", 1ull << 34, 100e12, 10e12, 1e12, 0, 0, 1};
     struct mpress_model_config c = cfg("gpt3-6.7b", 0, 0, NULL, 0);
     struct mpress_profile p;
     struct mpress_error err;
@@ -344,6 +344,16 @@ static void test_time(void)
     mpress_profile_finish(&p);
     /* no GPU: refused, profile untouched */
     CHECK_INT(mpress_profile_analytic(&c, NULL, &p, &err), MPRESS_EUSAGE);
+    /* bf16 runs at the 16-bit tensor-core rate where the GPU has bf16 tensor cores; V100 has
+     * none, and a bf16 profile timed as if it had is refused */
+    c = cfg("gpt-tiny", 0, 0, "bf16", 0);
+    CHECK_INT(mpress_profile_analytic(&c, mpress_gpu_spec_find("a100-80g"), &p, &err), 0);
+    CHECK_STR(p.model.dtype, "bf16");
+    mpress_profile_finish(&p);
+    CHECK_INT(mpress_profile_analytic(&c, mpress_gpu_spec_find("v100"), &p, &err),
+              MPRESS_EUSAGE);
+    CHECK(strstr(err.text, "bf16") != NULL);
+    CHECK_INT(p.n_ops, 0);
 }
 
 static int write_file(const char *path, const char *text)

@@ -77,6 +77,15 @@ static void test_nvswitch(void)
     CHECK_INT(mpress_topology_import_as(data("nvswitch4.smi.txt"), "x100", &t, notes,
                                         sizeof(notes), &err),
               MPRESS_EUSAGE);
+    /* more links than the given GPU has ports: no valid topology holds both (it was written
+     * to stdout and refused by -o) */
+    CHECK_INT(mpress_topology_import_as(data("nvswitch4.smi.txt"), "v100", &t, notes,
+                                        sizeof(notes), &err),
+              MPRESS_EUSAGE);
+    CHECK(strstr(err.text, "12 NVLinks at every GPU, but a V100-SXM2-32GB has 6") != NULL);
+    CHECK_INT(mpress_topology_import_as(data("perm4.nccl.xml"), "v100", &t, notes,
+                                        sizeof(notes), &err),
+              0);
 }
 
 static void test_partial_xml(void)

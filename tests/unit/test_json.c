@@ -39,7 +39,28 @@ int main(void)
     snprintf(bad, sizeof(bad), "%s/no-such-dir/out.json", dir);
     CHECK_INT(mpress_json_write_file(bad, o, &err), MPRESS_ESYSTEM);
     CHECK(access(bad, F_OK) != 0);
+    CHECK_INT(mpress_json_write_file("", o, &err), MPRESS_EUSAGE);
     json_decref(o);
+
+    /* reading: whole file, NUL-terminated; every way a path can name no readable file is a bad
+     * input (exit 3), a path through a regular file included (ENOTDIR) */
+    char *text = NULL;
+    size_t size = 0;
+    CHECK_INT(mpress_read_file(path, 0, &text, &size, &err), 0);
+    CHECK(text && size > 10 && text[size] == '\0' && text[0] == '{');
+    free(text);
+    CHECK_INT(mpress_read_file(path, 10, &text, &size, &err), MPRESS_EINPUT);
+    CHECK(text == NULL && strstr(err.text, "larger than 10 bytes") != NULL);
+    CHECK_STR(err.file, path);
+    CHECK_INT(mpress_read_file(bad, 0, &text, &size, &err), MPRESS_EINPUT);
+    char through[300];
+    snprintf(through, sizeof(through), "%s/x.json", path);
+    CHECK_INT(mpress_read_file(through, 0, &text, &size, &err), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "cannot open") != NULL);
+    CHECK_INT(mpress_json_doc_load(&doc, through, &err), MPRESS_EINPUT);
+    mpress_json_doc_finish(&doc);
+    CHECK_INT(mpress_read_file(dir, 0, &text, &size, &err), MPRESS_EINPUT);
+    CHECK(text == NULL);
     unlink(path);
     rmdir(dir);
 
@@ -66,6 +87,27 @@ int main(void)
     CHECK_INT(mpress_json_doc_locate(&doc, "ops[1].t[1]", &line, &col), 0);
     CHECK_INT(col, 41);
     CHECK_INT(mpress_json_doc_locate(&doc, "ops[2]", &line, &col), -1);
+    /* and back: the value at a byte offset (found by plain search here) */
+    char vpath[64];
+    size_t off = (size_t)(strstr(doc_text, "2.5") - doc_text);
+    CHECK_INT(mpress_json_doc_path_at(&doc, off, vpath, sizeof(vpath), &line, &col), 0);
+    CHECK_STR(vpath, "ops[1].t[1]");
+    CHECK_INT(line, 6);
+    CHECK_INT(col, 41);
+    CHECK_INT(mpress_json_doc_path_at(&doc, 0, vpath, sizeof(vpath), &line, &col), 0);
+    CHECK_STR(vpath, "");
+    off = (size_t)(strstr(doc_text, "\"name\"") - doc_text); /* a key, not a value */
+    CHECK_INT(mpress_json_doc_path_at(&doc, off, vpath, sizeof(vpath), &line, &col), -1);
+    mpress_json_doc_finish(&doc);
+    /* text that is JSON only up to the offset, as when the parser stopped there */
+    const char *cut = "{\"a\": [1, {\"b\": 7e999, ]]]";
+    CHECK(mpress_json_doc_parse(&doc, cut, strlen(cut), "c.json", &err) == MPRESS_EINPUT);
+    off = (size_t)(strstr(cut, "7e999") - cut);
+    CHECK_INT(mpress_json_doc_path_at(&doc, off, vpath, sizeof(vpath), &line, &col), 0);
+    CHECK_STR(vpath, "a[1].b");
+    CHECK_INT(col, (int)off + 1);
+    mpress_json_doc_finish(&doc);
+    CHECK_INT(mpress_json_doc_parse(&doc, doc_text, strlen(doc_text), "p.json", &err), 0);
 
     /* readers */
     json_t *ops = json_object_get(doc.root, "ops");

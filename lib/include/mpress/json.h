@@ -18,8 +18,9 @@ extern "C" {
 /* Serializes root with MPRESS_JSON_FLAGS plus a trailing newline into a malloc'd string. */
 char *mpress_json_dumps(const json_t *root);
 
-/* Writes root to path atomically (temp file in the same folder + rename); "-" writes stdout.
- * On failure nothing is left at path (an existing file there is untouched). */
+/* Writes root to path atomically (temp file in the same folder + rename); "-" writes stdout,
+ * "" is MPRESS_EUSAGE. On failure nothing is left at path (an existing file there is
+ * untouched). */
 int mpress_json_write_file(const char *path, const json_t *root, struct mpress_error *err);
 
 /* Writes a whole text buffer atomically, same rules. */
@@ -89,6 +90,20 @@ int mpress_jread_header(const struct mpress_json_doc *doc, const char *want, int
 /* 64-bit FNV-1a of a buffer, as 16 lower-case hex digits in out[17]. Used for the hashes of
  * the profile and topology a plan was made from (of their canonical serialization). */
 void mpress_hash_hex(const void *data, size_t size, char out[17]);
+
+/* Reads a whole file into *text (malloc'd, NUL-terminated; *size excludes the NUL). Input
+ * files that are missing, unreadable, folders or behind a bad path, larger than max_bytes
+ * (0: no limit) or failing to read are MPRESS_EINPUT with err->file set; running out of memory
+ * is MPRESS_ESYSTEM. On failure *text is NULL. */
+int mpress_read_file(const char *file, size_t max_bytes, char **text, size_t *size,
+                     struct mpress_error *err);
+
+/* The inverse of mpress_json_doc_locate: the JSON path ("" for the top level), line and
+ * column of the value that starts at byte offset of doc->text. The text need only be valid JSON up to offset (as when
+ * the parser stopped at that value; doc->root may be NULL). Returns 0, or -1 when no value
+ * starts there. */
+int mpress_json_doc_path_at(const struct mpress_json_doc *doc, size_t offset, char *path,
+                            size_t size, int *line, int *column);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,8 @@ struct mpress_gpu_spec {
     double hbm_bytes_per_s;
     int nvlink_ports;       /* NVLink links per GPU */
     double nvlink_bytes_per_s; /* per link per direction */
+    int bf16;               /* 1: bf16 runs on the tensor cores at flops_fp16 (A100 and later);
+                               0: no bf16 tensor cores (V100) */
 };
 
 /* NULL-terminated table, and lookup by key or model name (case-insensitive); NULL if none. */

@@ -1,0 +1,1 @@
+"$MPRESS" help help | head -1; "$MPRESS" help validate | head -1

@@ -1,0 +1,1 @@
+for a in "--colour" "--flash=1 --model gpt-tiny" "--model gpt-tiny --gpu" "--import pipedream" "--import" "--model gpt-tiny extra" "-q"; do "$MPRESS" profile $a; echo "rc=$?"; done; "$MPRESS" profile --model=gpt-tiny --seq=8 -o m.json && "$MPRESS" validate m.json

@@ -1,0 +1,1 @@
+printf '{"format": "mpress-model", "version": 1, "name": "x", "family": "gpt",\n "layers": 1, "hidden": 64, "heads": 4, "seq": 8, "vocab": 10}\n' > m.json; cp m.json before.json; "$MPRESS" profile --model-config m.json -o ./m.json; rc=$?; cmp m.json before.json && echo unchanged; exit $rc

@@ -1,0 +1,1 @@
+"$MPRESS" profile --events "$SRC/tests/profile/events/steps.events" --warmup 2 --dtype fp32 --

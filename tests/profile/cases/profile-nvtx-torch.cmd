@@ -1,0 +1,1 @@
+TMPDIR="$TMP" "$MPRESS" profile --nvtx-torch -o "$TMP/p.json" -- python3 -c "import sitecustomize; print('sitecustomize from mpress:', '/mpress-nvtx-' in sitecustomize.__file__)" 2>/dev/null; echo "exit $?"; echo "left in TMPDIR: $(ls -A "$TMP" | wc -l)"

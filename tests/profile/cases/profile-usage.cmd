@@ -1,0 +1,1 @@
+"$MPRESS" profile --warmup x -- true; echo "exit $?"; "$MPRESS" profile --memory --; echo "exit $?"; "$MPRESS" profile --frobnicate -- true; echo "exit $?"; "$MPRESS" profile --probe-bandwidth --memory; echo "exit $?"

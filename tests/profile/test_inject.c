@@ -1,0 +1,332 @@
+/* The tracer's own code without a GPU: the NVTX callback driven with hand-made callback data,
+ * and the buffer decoder fed hand-built CUPTI activity buffers. cuptiActivityGetNextRecord
+ * walks such buffers without a driver (checked with CUDA 13.0), so the real decoding path
+ * runs here; the resulting event file then goes through the analyser. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <generated_nvtx_meta.h>
+
+#include "check.h"
+#include "inject_internal.h"
+#include "mpress/trace.h"
+
+static uint8_t *buf;
+static size_t used;
+
+#define APPEND(rec)                                                                              \
+    do {                                                                                         \
+        memcpy(buf + used, &(rec), sizeof(rec));                                                 \
+        used += sizeof(rec);                                                                     \
+    } while (0)
+
+static void nvtx(CUpti_CallbackId cbid, const void *params, const void *ret)
+{
+    CUpti_NvtxData d = {.functionName = "nvtx", .functionParams = params,
+                        .functionReturnValue = ret};
+    inject_nvtx_callback(NULL, CUPTI_CB_DOMAIN_NVTX, cbid, &d);
+}
+
+static void ext(uint32_t corr, uint64_t range)
+{
+    inject_extcorr_t e;
+    memset(&e, 0, sizeof(e));
+    e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    e.externalKind = INJECT_EXT_KIND;
+    e.externalId = range;
+    e.correlationId = corr;
+    APPEND(e);
+}
+
+static void memory(uint32_t corr, int op, int kind, uint64_t addr, uint64_t bytes, uint64_t t)
+{
+    inject_memory2_t m;
+    memset(&m, 0, sizeof(m));
+    m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+    m.memoryOperationType = op;
+    m.memoryKind = kind;
+    m.correlationId = corr;
+    m.address = addr;
+    m.bytes = bytes;
+    m.timestamp = t;
+    APPEND(m);
+}
+
+int main(void)
+{
+    /* The layouts the decoder reads, as in CUDA 13.0's cupti_activity.h. If a toolkit update
+     * changes one, the decoder must be checked against the new header before changing these. */
+    CHECK_INT(CUPTI_API_VERSION, 130001);
+    CHECK_INT(sizeof(inject_kernel_t), 216);
+    CHECK_INT(sizeof(inject_memcpy_t), 96);
+    CHECK_INT(sizeof(inject_memcpy2_t), 96);
+    CHECK_INT(sizeof(inject_memset_t), 88);
+    CHECK_INT(sizeof(inject_memory2_t), 128);
+    CHECK_INT(sizeof(inject_pool_t), 80);
+    CHECK_INT(sizeof(inject_api_t), 40);
+    CHECK_INT(sizeof(inject_marker_t), 56);
+    CHECK_INT(sizeof(inject_overhead_t), 56);
+    CHECK_INT(sizeof(inject_extcorr_t), 24);
+    CHECK_INT(sizeof(inject_device_t), 184);
+
+    char dir[] = "/tmp/mpress-inject-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+
+    /* The entry point the driver calls. Without a driver CUPTI refuses to enable activities:
+     * the tracer must say so in the event file and still return (the program runs on). With
+     * a driver it starts, and says that. */
+    snprintf(path, sizeof(path), "%s/init.events", dir);
+    setenv(MPRESS_EVENTS_ENV, path, 1);
+    CHECK_INT(InitializeInjection(), 1);
+    CHECK_INT(InitializeInjection(), 1); /* a second call is harmless */
+    inject_flush();
+    {
+        struct mpress_trace *t = NULL;
+        struct mpress_error err = {0};
+        CHECK_MSG(mpress_trace_load(path, &t, &err) == 0, "%s", err.text);
+        if (t) {
+            struct mpress_profile p;
+            struct mpress_trace_summary s;
+            CHECK_INT(mpress_trace_analyse(t, NULL, &p, &s, &err), MPRESS_EINPUT); /* no ops */
+            int has_driver = access("/proc/driver/nvidia/version", F_OK) == 0;
+            if (!has_driver) {
+                CHECK(!s.tracer_ok);
+                CHECK_MSG(strstr(s.tracer_error, "cupti") != NULL, "error: '%s'",
+                          s.tracer_error);
+            } else {
+                CHECK(s.tracer_ok || s.tracer_error[0]);
+            }
+            fprintf(stderr, "InitializeInjection here: %s\n",
+                    s.tracer_ok ? "started" : s.tracer_error);
+            mpress_profile_finish(&p);
+            mpress_trace_destroy(t);
+        }
+    }
+    inject_set_output(-1);
+    unlink(path);
+
+    snprintf(path, sizeof(path), "%s/t.events", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return check_done();
+    fprintf(f, "{\"format\":\"mpress-events\",\"version\":1}\n");
+    fflush(f);
+    inject_set_output(fileno(f));
+
+    /* Ranges through the NVTX callback, as CUPTI would deliver them: ids 1 (fwd:layer0.mlp),
+     * 2 ("inner", nested in 1), 3 (bwd:layer0.mlp), 4 (a registered-string domain range). */
+    uint64_t base = inject_now();
+    nvtxRangePushA_params p1 = {.message = "fwd:layer0.mlp"};
+    nvtx(CUPTI_CBID_NVTX_nvtxRangePushA, &p1, NULL);
+    nvtxEventAttributes_t attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.version = NVTX_VERSION;
+    attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    attr.message.ascii = "inner";
+    nvtxRangePushEx_params p2 = {.eventAttrib = &attr};
+    nvtx(CUPTI_CBID_NVTX_nvtxRangePushEx, &p2, NULL);
+    nvtx(CUPTI_CBID_NVTX_nvtxRangePop, NULL, NULL);
+    nvtx(CUPTI_CBID_NVTX_nvtxRangePop, NULL, NULL);
+    nvtx(CUPTI_CBID_NVTX_nvtxRangePop, NULL, NULL); /* unbalanced: ignored */
+    nvtxRangePushA_params p3 = {.message = "bwd:layer0.mlp"};
+    nvtx(CUPTI_CBID_NVTX_nvtxRangePushA, &p3, NULL);
+    nvtx(CUPTI_CBID_NVTX_nvtxRangePop, NULL, NULL);
+    static int handle_target;
+    nvtxStringHandle_t handle = (nvtxStringHandle_t)&handle_target;
+    nvtxDomainRegisterStringA_params reg = {.domain = NULL, .string = "fwd:registered"};
+    nvtx(CUPTI_CBID_NVTX_nvtxDomainRegisterStringA, &reg, &handle);
+    nvtxEventAttributes_t rattr = attr;
+    rattr.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    rattr.message.registered = handle;
+    nvtxDomainRangePushEx_params p4 = {.domain = NULL, .core = {.eventAttrib = &rattr}};
+    nvtx(CUPTI_CBID_NVTX_nvtxDomainRangePushEx, &p4, NULL);
+    nvtxDomainRangePop_params p5 = {.domain = NULL};
+    nvtx(CUPTI_CBID_NVTX_nvtxDomainRangePop, &p5, NULL);
+
+    /* A child forked now (a data-loader worker) must neither write the parent's buffered
+     * lines again nor add its own. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        inject_event("\"ev\":\"note\",\"what\":\"from the child\"");
+        inject_flush();
+        _exit(0);
+    }
+    CHECK(pid > 0);
+    int wst = 0;
+    if (pid > 0)
+        waitpid(pid, &wst, 0);
+
+    /* One activity buffer with every kind the tracer enables, plus one it does not decode. */
+    buf = aligned_alloc(8, 1 << 16);
+    memset(buf, 0, 1 << 16);
+    uint64_t t0 = base + 1000000000ull; /* activity a second later: after every pop */
+
+    inject_device_t dev;
+    memset(&dev, 0, sizeof(dev));
+    dev.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+    dev.id = 0;
+    dev.name = "NVIDIA Fake";
+    dev.globalMemorySize = 1ull << 30;
+    APPEND(dev);
+
+    ext(10, 2);
+    inject_kernel_t k;
+    memset(&k, 0, sizeof(k));
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = t0 + 100;
+    k.end = t0 + 300;
+    k.correlationId = 10;
+    k.name = "gemm<\"x\">";
+    APPEND(k);
+    inject_memcpy2_t pc;
+    memset(&pc, 0, sizeof(pc));
+    pc.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+    pc.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    pc.bytes = 1 << 20;
+    pc.start = t0 + 250;
+    pc.end = t0 + 400;
+    pc.deviceId = 1;
+    pc.srcDeviceId = 0;
+    pc.dstDeviceId = 1;
+    pc.correlationId = 10;
+    APPEND(pc);
+    ext(11, 2);
+    memory(11, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+           0xdead000, 4096, t0 + 150);
+    memory(11, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
+           0xbeef000, 1 << 20, t0 + 160);
+    inject_memcpy_t hc;
+    memset(&hc, 0, sizeof(hc));
+    hc.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    hc.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+    hc.bytes = 1 << 20;
+    hc.start = t0 + 500;
+    hc.end = t0 + 600;
+    hc.correlationId = 99; /* no external correlation: outside every range */
+    APPEND(hc);
+
+    ext(12, 3);
+    inject_memset_t ms;
+    memset(&ms, 0, sizeof(ms));
+    ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    ms.bytes = 4096;
+    ms.start = t0 + 1000;
+    ms.end = t0 + 1050;
+    ms.correlationId = 12;
+    APPEND(ms);
+    memory(12, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+           0xdead000, 4096, t0 + 1010);
+
+    inject_pool_t pool;
+    memset(&pool, 0, sizeof(pool));
+    pool.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+    pool.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED;
+    pool.size = 1 << 21;
+    pool.timestamp = t0;
+    APPEND(pool);
+    inject_api_t api;
+    memset(&api, 0, sizeof(api));
+    api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    api.cbid = 20;
+    api.start = t0 + 90;
+    api.end = t0 + 95;
+    api.correlationId = 10;
+    api.threadId = 77;
+    APPEND(api);
+    inject_marker_t mk;
+    memset(&mk, 0, sizeof(mk));
+    mk.kind = CUPTI_ACTIVITY_KIND_MARKER;
+    mk.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+    mk.timestamp = t0;
+    mk.id = 5;
+    mk.name = "phase";
+    APPEND(mk);
+    inject_overhead_t oh;
+    memset(&oh, 0, sizeof(oh));
+    oh.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+    oh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+    oh.start = t0 + 2000;
+    oh.end = t0 + 2100;
+    APPEND(oh);
+    CUpti_ActivityContext3 ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.kind = CUPTI_ACTIVITY_KIND_CONTEXT;
+    APPEND(ctx);
+
+    /* Count what the decoder walks (output off), then hand the buffer over as CUPTI would:
+     * the completion handler decodes it into the file and frees it. */
+    uint64_t unknown = 0;
+    inject_set_output(-1);
+    uint64_t n = inject_decode_buffer(buf, used, &unknown);
+    CHECK_INT(n, 16); /* every record above, the unknown one included */
+    CHECK_INT(unknown, 1);
+    inject_set_output(fileno(f));
+    inject_buffer_completed(NULL, 0, buf, 1 << 16, used);
+    buf = NULL;
+    inject_set_output(-1);
+    fclose(f);
+
+    /* The raw lines: names escaped, pool/api/marker/overhead present. */
+    FILE *r = fopen(path, "r");
+    char line[4096];
+    int saw_kernel = 0, saw_pool = 0, saw_api = 0, saw_marker = 0, saw_over = 0, pushes = 0;
+    int saw_parent = 0, saw_child = 0;
+    while (r && fgets(line, sizeof(line), r)) {
+        saw_kernel += strstr(line, "\"name\":\"gemm<\\\"x\\\">\"") != NULL;
+        saw_pool += strstr(line, "\"ev\":\"pool\",\"op\":\"created\"") != NULL;
+        saw_api += strstr(line, "\"ev\":\"api\",\"api\":\"runtime\",\"cbid\":20,\"corr\":10") != NULL;
+        saw_marker += strstr(line, "\"flag\":\"start\",\"name\":\"phase\"") != NULL;
+        saw_over += strstr(line, "\"ev\":\"overhead\"") != NULL;
+        pushes += strstr(line, "\"ev\":\"push\"") != NULL;
+        saw_parent += strstr(line, "\"id\":2,\"parent\":1,") != NULL;
+        saw_child += strstr(line, "from the child") != NULL;
+    }
+    if (r)
+        fclose(r);
+    CHECK_INT(saw_kernel, 1);
+    CHECK_INT(saw_pool, 1);
+    CHECK_INT(saw_api, 1);
+    CHECK_INT(saw_marker, 1);
+    CHECK_INT(saw_over, 1);
+    CHECK_INT(pushes, 4);
+    CHECK_INT(saw_parent, 1);
+    CHECK_INT(saw_child, 0);
+
+    /* And the analysis of what the tracer wrote. */
+    struct mpress_trace *t = NULL;
+    struct mpress_error err = {0};
+    CHECK_INT(mpress_trace_load(path, &t, &err), 0);
+    if (t) {
+        struct mpress_profile p;
+        struct mpress_trace_summary s;
+        CHECK_INT(mpress_trace_analyse(t, NULL, &p, &s, &err), 0);
+        CHECK_INT(p.n_ops, 2);
+        if (p.n_ops == 2) {
+            CHECK_STR(p.ops[0].name, "layer0.mlp");
+            CHECK_INT(p.ops[0].layer, 0);
+            CHECK_STR(p.ops[1].name, "registered");
+            /* kernel [100,300] and peer copy [250,400] in "inner": 300 ns; memset 50 ns */
+            CHECK_NEAR(p.ops[0].fwd_s, 300e-9, 1e-9);
+            CHECK_NEAR(p.ops[0].bwd_s, 50e-9, 1e-9);
+            CHECK_INT(p.ops[0].n_tensors, 1);
+            if (p.ops[0].n_tensors == 1)
+                CHECK_INT(p.ops[0].tensors[0].bytes, 4096);
+            CHECK_INT(p.ops[0].output_bytes, 4096);
+        }
+        CHECK_STR(p.device, "NVIDIA Fake");
+        CHECK_INT(s.n_unattributed, 1); /* the host-to-device copy */
+        CHECK_INT(s.n_allocs, 1);       /* pinned memory is not device memory */
+        CHECK_INT(p.model.layers, 1);
+        mpress_profile_finish(&p);
+        mpress_trace_destroy(t);
+    }
+    free(buf);
+    unlink(path);
+    rmdir(dir);
+    return check_done();
+}
