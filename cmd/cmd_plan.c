@@ -39,7 +39,7 @@ static void help(void)
            "  --time-limit S        stop the MILP after S seconds with the best plan so far\n"
            "                        and its bound and gap (wall clock: not reproducible)\n"
            "  --node-limit N        stop the MILP after N branch-and-bound nodes (reproducible)\n"
-           "  --mip-gap G           stop when the relative gap is at most G (default 1e-4)\n"
+           "  --mip-gap G           stop when the relative gap is at most G (default 0.01)\n"
            "  --cuts C              where stages may be cut: auto (layer boundaries when the\n"
            "                        profile has layers, default), ops (after any op), layers\n"
            "  --dump-lp FILE        write the MILP in CPLEX LP format\n"

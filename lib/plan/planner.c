@@ -17,7 +17,7 @@ void mpress_plan_options_init(struct mpress_plan_options *o)
     o->micro_batches = 16;
     snprintf(o->policy, sizeof(o->policy), "ilp");
     o->cuts = MPRESS_CUTS_AUTO;
-    o->mip_gap = 1e-4;
+    o->mip_gap = 0.01;
 }
 
 /* The worst-off GPU (or the host) of an evaluation, for infeasibility messages. */
