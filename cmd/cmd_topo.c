@@ -1,10 +1,213 @@
-/* mpress topo (placeholder until its issue lands). */
+/* mpress topo: list the built-in servers, show one (or a topology file) as a matrix in the
+ * style of `nvidia-smi topo -m`, and import `nvidia-smi topo -m` or NCCL XML dumps. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "cli.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mpress topo list\n"
+            "       mpress topo show NAME|FILE [--gpus N]\n"
+            "       mpress topo import FILE [--gpu TYPE] [-o OUT]\n"
+            "\n"
+            "list     the built-in servers, one per line with a description.\n"
+            "show     prints the GPU matrix (NV# = NVLinks, PIX = same PCIe switch, NODE = same\n"
+            "         socket, SYS = across sockets), peer bandwidths, PCIe switches, memory,\n"
+            "         reserve and host figures of a built-in server or a mpress-topology file.\n"
+            "         A NAME that is neither a built-in server nor an existing file is a usage\n"
+            "         error (exit 2); a FILE that is not a valid topology gives exit 3.\n"
+            "import   turns an `nvidia-smi topo -m` text dump or an NCCL topology XML dump\n"
+            "         (NCCL_TOPO_DUMP_FILE) into a mpress-topology file; what the dump lacks\n"
+            "         (GPU specs, bandwidths, host figures) comes from the built-in tables and is\n"
+            "         listed on stderr as notes.\n"
+            "\n"
+            "Options:\n"
+            "  --gpus N          show: keep the first N GPUs (and the switches and sockets\n"
+            "                    they use); more than the server has is a usage error\n"
+            "  --gpu TYPE        import: the GPU model, instead of the one the dump names or\n"
+            "                    implies (nvidia-smi dumps never name it); TYPE is one of:\n"
+            "                   ");
+    for (const struct mpress_gpu_spec *s = mpress_gpu_specs(); s->key; s++)
+        fprintf(out, " %s", s->key);
+    fprintf(out, "\n"
+                 "  -o, --output OUT  import: write the topology to OUT (atomically) instead of\n"
+                 "                    stdout; OUT must not be the input file\n"
+                 "  -h, --help        show this help\n\n" CLI_EXIT_CODES);
+}
+
+static int topo_list(int argc, char **argv)
+{
+    if (argc > 1)
+        return cli_usage("topo", "list takes no arguments");
+    for (const char *const *n = mpress_topology_builtin_names(); *n; n++) {
+        struct mpress_topology t;
+        struct mpress_error err;
+        mpress_error_clear(&err);
+        if (mpress_topology_builtin(*n, &t, &err))
+            return cli_fail("topo", "list", &err);
+        printf("%-14s %s\n", *n, t.description);
+    }
+    return 0;
+}
+
+static int topo_show(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"gpus", required_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    long gpus = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (cli_parse_int(optarg, 1, MPRESS_MAX_GPUS, &gpus))
+                return cli_usage("topo", "--gpus: expected an integer from 1 to %d, got '%s'",
+                                 MPRESS_MAX_GPUS, optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            return cli_usage("topo", "show: bad option");
+        }
+    }
+    if (optind != argc - 1)
+        return cli_usage("topo", "show takes one NAME or FILE");
+    const char *what = argv[optind];
+    struct mpress_topology *t = malloc(sizeof(*t));
+    if (!t) {
+        cli_error("topo", "out of memory");
+        return MPRESS_ESYSTEM;
+    }
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = mpress_topology_resolve(what, t, &err);
+    if (rc == MPRESS_EUSAGE) {
+        rc = cli_usage("topo", "show: %s", err.text);
+    } else if (rc) {
+        rc = cli_fail("topo", "cannot load topology", &err);
+    } else if (gpus && (rc = mpress_topology_restrict(t, (int)gpus, &err)) != 0) {
+        rc = cli_usage("topo", "--gpus: %s", err.text);
+    } else {
+        char *s = mpress_topology_render(t);
+        if (!s) {
+            cli_error("topo", "out of memory");
+            rc = MPRESS_ESYSTEM;
+        } else {
+            fputs(s, stdout);
+            free(s);
+        }
+    }
+    free(t);
+    return rc;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (strcmp(a, b) == 0)
+        return 1;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+static int topo_import(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"gpu", required_argument, NULL, 'g'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *gpu = NULL, *output = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'g':
+            if (!mpress_gpu_spec_find(optarg))
+                return cli_usage("topo", "--gpu: unknown GPU type '%s'", optarg);
+            gpu = optarg;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            return cli_usage("topo", "import: bad option");
+        }
+    }
+    if (optind != argc - 1)
+        return cli_usage("topo", "import takes one FILE");
+    const char *file = argv[optind];
+    if (output && same_file(file, output))
+        return cli_usage("topo", "-o '%s' is the input file", output);
+
+    struct mpress_topology *t = malloc(sizeof(*t));
+    char *notes = malloc(8192);
+    if (!t || !notes) {
+        free(t);
+        free(notes);
+        cli_error("topo", "out of memory");
+        return MPRESS_ESYSTEM;
+    }
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = mpress_topology_import_as(file, gpu, t, notes, 8192, &err);
+    if (rc) {
+        rc = cli_fail("topo", "cannot import", &err);
+        goto done;
+    }
+    for (char *line = notes, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            nl = line + strlen(line) - 1;
+        cli_error("topo", "note: %.*s", (int)(nl - line + (*nl != '\n')), line);
+    }
+    if (output) {
+        rc = mpress_topology_save(output, t, &err);
+        if (rc)
+            rc = cli_fail("topo", "cannot write topology", &err);
+    } else {
+        json_t *j = mpress_topology_to_json(t);
+        char *s = j ? mpress_json_dumps(j) : NULL;
+        json_decref(j);
+        if (!s) {
+            cli_error("topo", "cannot serialize the topology");
+            rc = MPRESS_ESYSTEM;
+        } else {
+            fputs(s, stdout);
+            free(s);
+        }
+    }
+done:
+    free(t);
+    free(notes);
+    return rc;
+}
 
 int cmd_topo(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_error("topo", "not implemented yet");
-    return MPRESS_ESYSTEM;
+    if (argc < 2)
+        return cli_usage("topo", "expected list, show or import");
+    const char *sub = argv[1];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(sub, "list") == 0)
+        return topo_list(argc - 1, argv + 1);
+    if (strcmp(sub, "show") == 0)
+        return topo_show(argc - 1, argv + 1);
+    if (strcmp(sub, "import") == 0)
+        return topo_import(argc - 1, argv + 1);
+    return cli_usage("topo", "unknown subcommand '%s' (expected list, show or import)", sub);
 }

@@ -1,10 +1,158 @@
-/* mpress validate (placeholder until its issue lands). */
+/* mpress validate FILE...: checks topology, profile and plan files with the strict loaders
+ * and says what each one is. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
+
+static void help(void)
+{
+    printf("usage: mpress validate FILE...\n\n"
+           "Checks that each FILE is a valid mpress-topology, mpress-profile or mpress-plan\n"
+           "document (every field, unit and reference; for a plan also the embedded profile\n"
+           "and topology and their hashes) and prints its format, version and a one-line\n"
+           "summary. The first error in a file is reported as FILE:LINE:COL: JSON.PATH: what\n"
+           "is wrong. All files are checked; the exit code is that of the first bad one.\n\n"
+           "Options:\n"
+           "  -h, --help   show this help\n\n" CLI_EXIT_CODES);
+}
+
+/* Bytes in binary units, e.g. "3.86 MiB", into buf. */
+static const char *human(uint64_t bytes, char *buf, size_t size)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+    else
+        snprintf(buf, size, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+static int file_version(const char *file)
+{
+    struct mpress_json_doc doc;
+    struct mpress_error err;
+    int v = 0;
+    if (mpress_json_doc_load(&doc, file, &err) == 0 &&
+        json_is_integer(json_object_get(doc.root, "version")))
+        v = (int)json_integer_value(json_object_get(doc.root, "version"));
+    mpress_json_doc_finish(&doc);
+    return v;
+}
+
+static int summarize_topology(const char *file, struct mpress_error *err)
+{
+    struct mpress_topology t;
+    if (mpress_topology_load(file, &t, err))
+        return err->code;
+    int links = 0;
+    for (int i = 0; i < t.n_gpus; i++)
+        for (int j = i + 1; j < t.n_gpus; j++)
+            links += t.nvlinks[i][j];
+    char models[256] = "";
+    size_t n = 0;
+    for (int i = 0; i < t.n_gpus; i++) {
+        int seen = 0;
+        for (int k = 0; k < i; k++)
+            seen |= strcmp(t.gpus[k].model, t.gpus[i].model) == 0;
+        if (!seen && n < sizeof(models)) {
+            int w = snprintf(models + n, sizeof(models) - n, "%s%s", n ? ", " : "",
+                             t.gpus[i].model);
+            n += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (t.fabric == MPRESS_FABRIC_NVSWITCH)
+        printf("%s: %d GPUs (%s), NVSwitch with %d links per GPU", t.name, t.n_gpus, models,
+               t.gpus[0].nvlink_ports);
+    else
+        printf("%s: %d GPUs (%s), %d NVLink links between pairs", t.name, t.n_gpus, models,
+               links);
+    char mem[32];
+    printf(", %d PCIe switch%s, %d socket%s, %s host memory\n", t.n_switches,
+           t.n_switches == 1 ? "" : "es", t.n_sockets, t.n_sockets == 1 ? "" : "s",
+           human(t.host_memory_bytes, mem, sizeof(mem)));
+    return 0;
+}
+
+static int summarize_profile(const char *file, struct mpress_error *err)
+{
+    struct mpress_profile p;
+    if (mpress_profile_load(file, &p, err))
+        return err->code;
+    int tensors = 0;
+    for (int i = 0; i < p.n_ops; i++)
+        tensors += p.ops[i].n_tensors;
+    char saved[32];
+    printf("%s (%s, %s): %d ops, %" PRIu64 " parameters, %d saved tensors, %s saved per "
+           "micro-batch\n",
+           p.model.name, p.source, p.device, p.n_ops, mpress_profile_params(&p), tensors,
+           human(mpress_profile_saved_bytes(&p), saved, sizeof(saved)));
+    mpress_profile_finish(&p);
+    return 0;
+}
+
+static int summarize_plan(const char *file, struct mpress_error *err)
+{
+    struct mpress_plan p;
+    if (mpress_plan_load(file, &p, err))
+        return err->code;
+    int count[4] = {0};
+    for (int i = 0; i < p.n_actions; i++)
+        count[p.actions[i].action]++;
+    printf("%s plan for %s on %s, %s with %d micro-batches: %d stages; %d keep, %d recompute, "
+           "%d host_swap, %d d2d_swap; predicted %.4g s per iteration\n",
+           p.policy, p.profile.model.name, p.topology.name, mpress_schedule_name(p.schedule),
+           p.micro_batches, p.n_stages, count[0], count[1], count[2], count[3], p.iteration_s);
+    mpress_plan_finish(&p);
+    return 0;
+}
 
 int cmd_validate(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    cli_error("validate", "not implemented yet");
-    return MPRESS_ESYSTEM;
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            help();
+            return 0;
+        }
+        return cli_usage("validate", "unknown option '%s'", argv[optind - 1]);
+    }
+    if (optind >= argc)
+        return cli_usage("validate", "missing FILE");
+    int rc = 0;
+    for (int i = optind; i < argc; i++) {
+        const char *file = argv[i];
+        struct mpress_error err;
+        char kind[32];
+        mpress_error_clear(&err);
+        int r = mpress_validate_file(file, kind, sizeof(kind), &err);
+        if (r == 0) {
+            printf("%s: %s v%d: ", file, kind, file_version(file));
+            if (strcmp(kind, MPRESS_TOPOLOGY_FORMAT) == 0)
+                r = summarize_topology(file, &err);
+            else if (strcmp(kind, MPRESS_PROFILE_FORMAT) == 0)
+                r = summarize_profile(file, &err);
+            else
+                r = summarize_plan(file, &err);
+            fflush(stdout);
+        }
+        if (r != 0) {
+            cli_fail("validate", r == MPRESS_EINPUT ? "bad input file" : "cannot validate",
+                     &err);
+            if (rc == 0)
+                rc = r;
+        }
+    }
+    return rc;
 }

@@ -53,6 +53,10 @@ int fmt_names_find(const struct fmt_names *s, const char *name);
  * 64 bits (jansson refuses them while parsing) with their JSON path and position. */
 int fmt_doc_load(struct mpress_json_doc *doc, const char *file, struct mpress_error *err);
 
+/* An error at a path that has no position (a member missing from the top-level object) gets
+ * the position of the top-level object. */
+void fmt_root_position(const struct mpress_json_doc *doc, struct mpress_error *err);
+
 /* Writing: set members, remembering whether anything failed (allocation, or a uint64 that does
  * not fit in a JSON integer, i.e. above INT64_MAX). */
 struct fmt_out {

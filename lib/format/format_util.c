@@ -1,5 +1,6 @@
 /* Helpers shared by the topology, profile and plan formats: paths, unknown-field checks,
  * choice strings, integer-overflow diagnosis, checked atomic saves. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,17 +232,153 @@ static int find_overflow(const struct mpress_json_doc *doc, const json_t *v, cha
             off++;
         }
         token[k] = '\0';
+        /* -9223372036854775808 fits but rounds to the same double as its overflowing
+         * neighbour: ask strtoll which one this is. */
+        errno = 0;
+        (void)strtoll(token, NULL, 10);
+        int overflows = errno == ERANGE || k + 1 >= token_size;
         if (k + 1 >= token_size && token_size > 4)
             memcpy(token + token_size - 4, "...", 4);
-        return integral;
+        return integral && overflows;
     }
     return 0;
+}
+
+void fmt_root_position(const struct mpress_json_doc *doc, struct mpress_error *err)
+{
+    if (!err || err->code != MPRESS_EINPUT || err->line > 0 || !doc->text || !doc->root ||
+        strcmp(err->file, doc->file) != 0)
+        return;
+    /* A member missing from the top-level object: point at that object's opening brace. */
+    const char *brace = strchr(doc->text, '{');
+    if (!brace)
+        return;
+    int line = 1, col = 1;
+    for (const char *c = doc->text; c < brace; c++) {
+        if (*c == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)*c & 0xC0) != 0x80) {
+            col++;
+        }
+    }
+    err->line = line;
+    err->column = col;
+}
+
+/* JSON path of the value that starts at byte offset target, found by walking the text up to
+ * it (only the part before target needs to be valid JSON). 1 when found. */
+struct path_scan {
+    const char *s;
+    size_t i, n, target;
+};
+
+static void ps_ws(struct path_scan *p)
+{
+    while (p->i < p->n && strchr(" \t\r\n", p->s[p->i]))
+        p->i++;
+}
+
+static void ps_string(struct path_scan *p, char *out, size_t size)
+{
+    size_t k = 0;
+    p->i++; /* opening quote */
+    while (p->i < p->n && p->s[p->i] != '"') {
+        if (p->s[p->i] == '\\' && p->i + 1 < p->n) {
+            if (out && k + 1 < size)
+                out[k++] = p->s[p->i];
+            p->i++;
+        }
+        if (out && k + 1 < size)
+            out[k++] = p->s[p->i];
+        p->i++;
+    }
+    p->i++;
+    if (out)
+        out[k] = '\0';
+}
+
+static int ps_value(struct path_scan *p, char *path, size_t cap, int depth)
+{
+    ps_ws(p);
+    if (p->i >= p->n || p->i > p->target || depth > 256)
+        return 0;
+    if (p->i == p->target)
+        return 1;
+    size_t plen = strlen(path);
+    char c = p->s[p->i];
+    if (c == '{' || c == '[') {
+        long idx = 0;
+        p->i++;
+        for (;;) {
+            ps_ws(p);
+            if (p->i >= p->n || p->i > p->target || p->s[p->i] == (c == '{' ? '}' : ']'))
+                break;
+            if (c == '{') {
+                char key[256];
+                ps_string(p, key, sizeof(key));
+                ps_ws(p);
+                p->i++; /* colon */
+                snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
+            } else {
+                snprintf(path + plen, cap - plen, "[%ld]", idx++);
+            }
+            if (ps_value(p, path, cap, depth + 1))
+                return 1;
+            path[plen] = '\0';
+            ps_ws(p);
+            if (p->i < p->n && p->s[p->i] == ',')
+                p->i++;
+        }
+        p->i++;
+    } else if (c == '"') {
+        ps_string(p, NULL, 0);
+    } else {
+        while (p->i < p->n && !strchr(",]} \t\r\n", p->s[p->i]))
+            p->i++;
+    }
+    return 0;
+}
+
+/* jansson stops at a real beyond double range ("real number overflow") with the position of
+ * the token's last character: name the value's path and give its first character. */
+static int explain_real_overflow(struct mpress_json_doc *doc, struct mpress_error *err)
+{
+    if (!strstr(err->text, "real number overflow") || err->line <= 0)
+        return 0;
+    size_t end = offset_of(doc->text, doc->size, err->line, err->column);
+    if (end >= doc->size)
+        return 0;
+    size_t start = end;
+    while (start > 0 && !strchr(",:[{ \t\r\n", doc->text[start - 1]))
+        start--;
+    struct path_scan p = {.s = doc->text, .n = doc->size, .target = start};
+    char path[512] = "", token[48];
+    if (!ps_value(&p, path, sizeof(path), 0) || !path[0])
+        return 0;
+    size_t len = end + 1 - start;
+    snprintf(token, sizeof(token), "%.*s%s", (int)(len > 40 ? 40 : len), doc->text + start,
+             len > 40 ? "..." : "");
+    int line = 1, col = 1;
+    for (size_t i = 0; i < start; i++) {
+        if (doc->text[i] == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)doc->text[i] & 0xC0) != 0x80) {
+            col++;
+        }
+    }
+    mpress_error_at(err, MPRESS_EINPUT, doc->file, line, col, path,
+                    "number %s is out of range (numbers must be finite)", token);
+    return 1;
 }
 
 int fmt_doc_load(struct mpress_json_doc *doc, const char *file, struct mpress_error *err)
 {
     int rc = mpress_json_doc_load(doc, file, err);
     if (rc != MPRESS_EINPUT || !doc->text || doc->root)
+        return rc;
+    if (explain_real_overflow(doc, err))
         return rc;
     /* jansson refuses integers outside int64 while parsing, with a terse message and the
      * position where it stopped. Parse again reading integers as reals to find which value

@@ -183,10 +183,9 @@ json_t *mpress_plan_to_json(const struct mpress_plan *plan)
     fmt_set(&o, root, "solver", solver);
 
     json_t *baselines = json_array();
-    int nb = plan->n_baselines < 0 ? 0 : plan->n_baselines;
-    if (nb > MPRESS_MAX_BASELINES)
+    if (plan->n_baselines < 0 || plan->n_baselines > MPRESS_MAX_BASELINES)
         o.bad = 1;
-    for (int i = 0; baselines && i < nb && i < MPRESS_MAX_BASELINES; i++) {
+    for (int i = 0; baselines && !o.bad && i < plan->n_baselines; i++) {
         const struct mpress_plan_baseline *b = &plan->baselines[i];
         json_t *jb = json_object();
         if (jb) {
@@ -739,6 +738,7 @@ int mpress_plan_load(const char *file, struct mpress_plan *out, struct mpress_er
     int rc = fmt_doc_load(&doc, file, err);
     if (rc == 0)
         rc = fmt_plan_from_doc(&doc, out, err);
+    fmt_root_position(&doc, err);
     mpress_json_doc_finish(&doc);
     return rc;
 }
@@ -767,6 +767,7 @@ int mpress_validate_file(const char *file, char *kind, size_t kind_size,
                                        fmt, MPRESS_TOPOLOGY_FORMAT, MPRESS_PROFILE_FORMAT,
                                        MPRESS_PLAN_FORMAT);
     }
+    fmt_root_position(&doc, err);
     if (rc == 0 && kind && kind_size)
         snprintf(kind, kind_size, "%s", fmt);
     mpress_json_doc_finish(&doc);

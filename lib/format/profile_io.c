@@ -338,6 +338,7 @@ int mpress_profile_load(const char *file, struct mpress_profile *out, struct mpr
     int rc = fmt_doc_load(&doc, file, err);
     if (rc == 0)
         rc = mpress_profile_from_json(&doc, doc.root, "", out, err);
+    fmt_root_position(&doc, err);
     mpress_json_doc_finish(&doc);
     return rc;
 }

@@ -33,7 +33,16 @@ json_t *mpress_topology_to_json(const struct mpress_topology *t)
     if (t->fabric != MPRESS_FABRIC_DIRECT && t->fabric != MPRESS_FABRIC_NVSWITCH)
         o.bad = 1;
     fmt_set_str(&o, root, "fabric", fabric_names[fabric]);
-    int n = t->n_gpus < 0 ? 0 : t->n_gpus > MPRESS_MAX_GPUS ? MPRESS_MAX_GPUS : t->n_gpus;
+    /* Counts outside the arrays cannot be written faithfully: refuse rather than clip. */
+    if (t->n_gpus < 0 || t->n_gpus > MPRESS_MAX_GPUS || t->n_switches < 0 ||
+        t->n_switches > MPRESS_MAX_GPUS) {
+        json_decref(root);
+        json_decref(gpus);
+        json_decref(links);
+        json_decref(switches);
+        return NULL;
+    }
+    int n = t->n_gpus;
     for (int i = 0; i < n; i++) {
         const struct mpress_topo_gpu *g = &t->gpus[i];
         json_t *jg = json_object(), *row = json_array();
@@ -60,9 +69,7 @@ json_t *mpress_topology_to_json(const struct mpress_topology *t)
     fmt_set(&o, root, "nvlinks", links);
     fmt_set_real(&o, root, "nvlink_bytes_per_s", t->nvlink_bytes_per_s);
     fmt_set_real(&o, root, "pcie_bytes_per_s", t->pcie_bytes_per_s);
-    int ns = t->n_switches < 0 ? 0 : t->n_switches > MPRESS_MAX_GPUS ? MPRESS_MAX_GPUS
-                                                                     : t->n_switches;
-    for (int i = 0; i < ns; i++) {
+    for (int i = 0; i < t->n_switches; i++) {
         json_t *js = json_object();
         if (js) {
             fmt_set_real(&o, js, "uplink_bytes_per_s", t->switches[i].uplink_bytes_per_s);
@@ -309,6 +316,7 @@ int mpress_topology_load(const char *file, struct mpress_topology *out, struct m
     int rc = fmt_doc_load(&doc, file, err);
     if (rc == 0)
         rc = mpress_topology_from_json(&doc, doc.root, "", out, err);
+    fmt_root_position(&doc, err);
     mpress_json_doc_finish(&doc);
     return rc;
 }

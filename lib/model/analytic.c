@@ -66,7 +66,13 @@ int mpress_profile_analytic(const struct mpress_model_config *m, const struct mp
         for (int j = 0; j < mo->n_saved; j++) {
             const struct mpress_model_tensor *t = &mo->saved[j];
             struct mpress_saved_tensor *st = &po->tensors[j];
-            snprintf(st->id, sizeof(st->id), "%s.%s", mo->name, t->role);
+            char id[sizeof(mo->name) + sizeof(t->role) + 1];
+            snprintf(id, sizeof(id), "%s.%s", mo->name, t->role);
+            if (strlen(id) >= sizeof(st->id)) {
+                rc = mpress_error_set(err, MPRESS_EUSAGE, "tensor id '%s' is too long", id);
+                goto fail;
+            }
+            memcpy(st->id, id, strlen(id) + 1);
             snprintf(st->name, sizeof(st->name), "%s", t->role);
             st->bytes = t->bytes;
             st->recompute_op = t->producer;

@@ -1,4 +1,4 @@
-/* Import of PipeDream profiler graphs (msr-fiddle/pipedream, profiler/*/profiles/*/graph.txt):
+/* Import of PipeDream profiler graphs (msr-fiddle/pipedream, the profiler's graph.txt files):
  * node lines "ID -- DESCRIPTION -- forward_compute_time=F, backward_compute_time=B,
  * activation_size=A, parameter_size=P" (milliseconds, bytes; A may be a list "[a; b; c]") and
  * edge lines "\tSRC -- DST". The graph becomes a profile in a deterministic topological order
@@ -190,7 +190,10 @@ static int parse_node(struct parser *p, int line, const char *s, const char *end
     collapse(d, (size_t)(b - d), full, sizeof(full));
     if (!full[0])
         return fail_at(p, line, (int)(d - s) + 1, "empty description%s", "");
-    snprintf(nd->desc, sizeof(nd->desc), "%s", full);
+    /* desc is informational and may be cut; kind below keeps long descriptions apart */
+    size_t dn = strlen(full) < sizeof(nd->desc) ? strlen(full) : sizeof(nd->desc) - 1;
+    memcpy(nd->desc, full, dn);
+    nd->desc[dn] = '\0';
     /* kind (the class the planner groups by) must fit 47 characters: long descriptions keep a
      * prefix and a hash of the whole, so different modules stay different. */
     if (strlen(full) < sizeof(nd->kind)) {
@@ -273,12 +276,16 @@ static int topo_order(struct parser *p)
     int n = g->n_nodes;
     int *indeg = calloc((size_t)n, sizeof(int));
     int *done = calloc((size_t)n, sizeof(int));
+    long *key = calloc((size_t)n, sizeof(long));
     g->order = calloc((size_t)n, sizeof(int));
-    if (!indeg || !done || !g->order) {
+    if (!indeg || !done || !key || !g->order) {
         free(indeg);
         free(done);
+        free(key);
         return mpress_error_set(p->err, MPRESS_ESYSTEM, "out of memory");
     }
+    for (int i = 0; i < n; i++)
+        key[i] = node_key(&g->nodes[i]);
     for (int e = 0; e < g->n_edges; e++)
         indeg[g->edges[e].dst]++;
     int rc = 0;
@@ -287,7 +294,7 @@ static int topo_order(struct parser *p)
         for (int i = 0; i < n; i++) {
             if (done[i] || indeg[i])
                 continue;
-            if (best < 0 || node_key(&g->nodes[i]) < node_key(&g->nodes[best]))
+            if (best < 0 || key[i] < key[best])
                 best = i;
         }
         if (best < 0) {
@@ -306,6 +313,7 @@ static int topo_order(struct parser *p)
     }
     free(indeg);
     free(done);
+    free(key);
     return rc;
 }
 

@@ -308,7 +308,7 @@ static int head(struct builder *bd, int x, int emb)
 }
 
 /* Softmax cross-entropy; keeps the softmax in fp32 for backward (Korthikanti et al. 2022,
- * section 4.3: 4·s·b·v bytes). */
+ * section 4, input and output layers: 4·s·b·v bytes). */
 static int loss(struct builder *bd, int logits)
 {
     struct mpress_model_op *op = op_new(bd, "loss", -1);

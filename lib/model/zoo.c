@@ -19,37 +19,37 @@ struct zoo_entry {
  * by GPT-3 too), BERT WordPiece 30522 (Devlin et al. 2019, also Megatron-BERT). GPT-3 rows are
  * Brown et al. 2020, Table 2.1, except: 1.3B uses 16 heads of 128 (the table's 24 heads do not
  * divide d_model 2048; d_head 128 is the table's), 13B uses d_model 5120 = 40 x 128 (the table
- * prints 5140, which 40 heads of 128 contradict). Megatron-BERT: Shoeybi et al. 2019, Table 4. */
-static const struct zoo_entry zoo[] = {
-    {"gpt-tiny", "gpt", 2, 64, 4, 32, 512, 2, 0},
-    {"bert-tiny", "bert", 2, 64, 4, 32, 512, 2, 0},
-    {"gpt2-124m", "gpt", 12, 768, 12, 1024, 50257, 1, 124e6},
-    {"gpt2-355m", "gpt", 24, 1024, 16, 1024, 50257, 1, 355e6},
-    {"gpt2-774m", "gpt", 36, 1280, 20, 1024, 50257, 1, 774e6},
-    {"gpt2-1.5b", "gpt", 48, 1600, 25, 1024, 50257, 1, 1558e6},
-    {"gpt3-1.3b", "gpt", 24, 2048, 16, 2048, 50257, 1, 1.3e9},
-    {"gpt3-2.7b", "gpt", 32, 2560, 32, 2048, 50257, 1, 2.7e9},
-    {"gpt3-6.7b", "gpt", 32, 4096, 32, 2048, 50257, 1, 6.7e9},
-    {"gpt3-13b", "gpt", 40, 5120, 40, 2048, 50257, 1, 13e9},
-    {"gpt3-175b", "gpt", 96, 12288, 96, 2048, 50257, 1, 175e9},
-    /* Not a published model: GPT-3 6.7B's width at 96 layers, about 20B parameters, the
-     * planner's benchmark case (a model deep enough that 1F1B's memory imbalance dominates). */
-    {"gpt-20b", "gpt", 96, 4096, 32, 2048, 50257, 1, 0},
-    {"bert-base", "bert", 12, 768, 12, 512, 30522, 1, 110e6},
-    {"bert-large", "bert", 24, 1024, 16, 512, 30522, 1, 340e6},
-    {"megatron-bert-1.3b", "bert", 24, 2048, 32, 512, 30522, 1, 1.3e9},
-    {"megatron-bert-3.9b", "bert", 48, 2560, 40, 512, 30522, 1, 3.9e9},
-};
-#define N_ZOO (sizeof(zoo) / sizeof(zoo[0]))
+ * prints 5140, which 40 heads of 128 contradict). Megatron-BERT: Shoeybi et al. 2019, Table 4.
+ * gpt-20b is not a published model: GPT-3 6.7B's width at 96 layers, about 20B parameters, the
+ * planner's benchmark case (deep enough that 1F1B's memory imbalance dominates).
+ * Columns: name, family, layers, hidden, heads, seq, vocab, micro-batch, published parameters
+ * (0: not a published model). One list of rows feeds both the table and the name list. */
+#define ZOO(X)                                                                                   \
+    X("gpt-tiny", "gpt", 2, 64, 4, 32, 512, 2, 0)                                               \
+    X("bert-tiny", "bert", 2, 64, 4, 32, 512, 2, 0)                                             \
+    X("gpt2-124m", "gpt", 12, 768, 12, 1024, 50257, 1, 124e6)                                   \
+    X("gpt2-355m", "gpt", 24, 1024, 16, 1024, 50257, 1, 355e6)                                  \
+    X("gpt2-774m", "gpt", 36, 1280, 20, 1024, 50257, 1, 774e6)                                  \
+    X("gpt2-1.5b", "gpt", 48, 1600, 25, 1024, 50257, 1, 1558e6)                                 \
+    X("gpt3-1.3b", "gpt", 24, 2048, 16, 2048, 50257, 1, 1.3e9)                                  \
+    X("gpt3-2.7b", "gpt", 32, 2560, 32, 2048, 50257, 1, 2.7e9)                                  \
+    X("gpt3-6.7b", "gpt", 32, 4096, 32, 2048, 50257, 1, 6.7e9)                                  \
+    X("gpt3-13b", "gpt", 40, 5120, 40, 2048, 50257, 1, 13e9)                                    \
+    X("gpt3-175b", "gpt", 96, 12288, 96, 2048, 50257, 1, 175e9)                                 \
+    X("gpt-20b", "gpt", 96, 4096, 32, 2048, 50257, 1, 0)                                        \
+    X("bert-base", "bert", 12, 768, 12, 512, 30522, 1, 110e6)                                   \
+    X("bert-large", "bert", 24, 1024, 16, 512, 30522, 1, 340e6)                                 \
+    X("megatron-bert-1.3b", "bert", 24, 2048, 32, 512, 30522, 1, 1.3e9)                         \
+    X("megatron-bert-3.9b", "bert", 48, 2560, 40, 512, 30522, 1, 3.9e9)
 
-static const char *zoo_names[N_ZOO + 1];
+#define ZOO_ROW(name, family, l, h, a, s, v, mb, pub) {name, family, l, h, a, s, v, mb, pub},
+#define ZOO_NAME(name, family, l, h, a, s, v, mb, pub) name,
+static const struct zoo_entry zoo[] = {ZOO(ZOO_ROW)};
+static const char *const zoo_names[] = {ZOO(ZOO_NAME) NULL};
+#define N_ZOO (sizeof(zoo) / sizeof(zoo[0]))
 
 const char *const *mpress_model_names(void)
 {
-    /* Filled on each call from the constant table: no lazy-init flag to race on. */
-    for (size_t i = 0; i < N_ZOO; i++)
-        zoo_names[i] = zoo[i].name;
-    zoo_names[N_ZOO] = NULL;
     return zoo_names;
 }
 

@@ -196,19 +196,23 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
                   "as on '%s'\n", ref.pcie_bytes_per_s / 1e9, ref.name);
     }
 
-    /* Switches and sockets renumbered in order of first use by GPU 0, 1, ...; a GPU whose
-     * switch the dump does not show gets one of its own (its uplink is then its own link). */
-    int sw_id[MPRESS_MAX_GPUS], so_id[MPRESS_MAX_GPUS];
+    /* Sockets numbered in ascending order of the dump's ids (NUMA ids in XML); switches in
+     * order of first use by GPU 0, 1, ...; a GPU whose switch the dump does not show gets one
+     * of its own (its uplink is then its own link). */
+    int sw_id[MPRESS_MAX_GPUS];
     int unknown[MPRESS_MAX_GPUS] = {0}, n_unknown = 0, uplink_missing = 0;
     for (int i = 0; i < n; i++) {
-        int so = -1;
-        for (int k = 0; k < out->n_sockets; k++)
-            if (so_id[k] == raw->socket_of[i])
-                so = k;
-        if (so < 0) {
-            so = out->n_sockets++;
-            so_id[so] = raw->socket_of[i];
+        int so = 0;
+        for (int j = 0; j < n; j++) {
+            int first = 1; /* j is the first GPU with its id, and that id is below i's */
+            for (int k = 0; k < j; k++)
+                if (raw->socket_of[k] == raw->socket_of[j])
+                    first = 0;
+            if (first && raw->socket_of[j] < raw->socket_of[i])
+                so++;
         }
+        if (so + 1 > out->n_sockets)
+            out->n_sockets = so + 1;
         out->gpus[i].socket = so;
         int sw = -1;
         if (raw->switch_known[i])
@@ -279,8 +283,12 @@ int mpress_topology_import_as(const char *file, const char *gpu, struct mpress_t
         p += 3; /* UTF-8 byte order mark */
     while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
         p++;
-    const char *kind;
-    if (*p == '<') {
+    const char *kind = "";
+    if (*p == '{') {
+        rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL,
+                             "a JSON file, not a topology dump (a mpress-topology file is "
+                             "used as it is: `mpress topo show FILE`)");
+    } else if (*p == '<') {
         kind = "NCCL topology XML";
         rc = topo_parse_nccl_xml(file, text, raw, notes, notes_size, err);
     } else {

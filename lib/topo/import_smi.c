@@ -272,7 +272,8 @@ int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, cha
                 char other[16];
                 rc = bad(err, file, lineno, k->col,
                          "entry '%s' disagrees with row '%s', which has '%s' for '%s'", k->s,
-                         m->dev[c], rel_name(m->rel[c][r], m->links[c][r], other, sizeof(other)), m->dev[r]);
+                         m->dev[c], rel_name(m->rel[c][r], m->links[c][r], other, sizeof(other)),
+                         m->dev[r]);
                 goto done;
             }
         }

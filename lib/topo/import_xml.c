@@ -366,11 +366,14 @@ static int is_bridge(const struct xnode *x)
     return cls && strncmp(cls, "0x0604", 6) == 0;
 }
 
+/* numa: the enclosing <cpu>'s numaid (-1 where the kernel reports no NUMA node), or NO_CPU. */
+#define NO_CPU (-2)
+
 static int walk(struct nccl *c, const struct xnode *x, int numa)
 {
     if (strcmp(x->name, "cpu") == 0) {
         long v;
-        if (parse_int_attr(c, x, "numaid", 10, 0, 1 << 20, &v))
+        if (parse_int_attr(c, x, "numaid", 10, -1, 1 << 20, &v))
             return MPRESS_EINPUT;
         numa = (int)v;
     }
@@ -385,7 +388,7 @@ static int walk(struct nccl *c, const struct xnode *x, int numa)
         if (!pci || strcmp(pci->name, "pci") != 0 || !attr(pci, "busid"))
             return nfail(c, x, "<gpu dev=\"%ld\"> is not inside a <pci busid=...> element",
                          dev);
-        if (numa < 0)
+        if (numa == NO_CPU)
             return nfail(c, x, "<gpu dev=\"%ld\"> is not inside a <cpu numaid=...> element",
                          dev);
         c->gpu[dev] = x;
@@ -429,7 +432,7 @@ int topo_parse_nccl_xml(const char *file, const char *text, struct topo_raw *raw
                    root->name);
         goto done;
     }
-    if (walk(c, root, -1))
+    if (walk(c, root, NO_CPU))
         goto done;
     if (c->n_gpus == 0) {
         rc = nfail(c, root, "no <gpu> element in the dump");
@@ -499,8 +502,9 @@ int topo_parse_nccl_xml(const char *file, const char *text, struct topo_raw *raw
                 goto done;
             }
     if (ignored)
-        topo_note(notes, notes_size, "%d NVLinks to devices that are neither GPUs nor "
-                  "NVSwitches (e.g. CPUs) are left out\n", ignored);
+        topo_note(notes, notes_size, "%d NVLinks to devices that are neither GPUs of the "
+                  "dump nor NVSwitches (CPUs, GPUs left out of the dump) are left out\n",
+                  ignored);
 
     /* Sockets by NUMA id; switches by the outermost PCIe bridge above each GPU. */
     for (int i = 0; i < c->n_gpus; i++) {

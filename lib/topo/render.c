@@ -112,8 +112,12 @@ char *mpress_topology_render(const struct mpress_topology *t)
     put(&b, "Peer bandwidth over NVLink (GB/s per direction):\n");
     for (int i = 0; i < n; i++) {
         put(&b, "  GPU%-3d", i);
-        for (int j = 0; j < n; j++)
-            put(&b, " %6.1f", gb(mpress_topology_p2p_bytes_per_s(t, i, j)));
+        for (int j = 0; j < n; j++) {
+            if (i == j)
+                put(&b, " %6s", "-");
+            else
+                put(&b, " %6.1f", gb(mpress_topology_p2p_bytes_per_s(t, i, j)));
+        }
         put(&b, "\n");
     }
     put(&b, "PCIe: %.1f GB/s per GPU per direction\n", gb(t->pcie_bytes_per_s));
@@ -134,7 +138,7 @@ char *mpress_topology_render(const struct mpress_topology *t)
             i, g->model, gib(g->memory_bytes), gib(g->reserve_bytes), g->flops_fp16 / 1e12,
             g->flops_fp32 / 1e12, gb(g->hbm_bytes_per_s), g->nvlink_ports);
     }
-    put(&b, "Host: %d sockets, %.0f GiB memory, %.1f GB/s memory and %.2f TFLOP/s fp32 per "
+    put(&b, "Host: sockets %d, %.0f GiB memory, %.1f GB/s memory and %.2f TFLOP/s fp32 per "
             "socket, socket link %.1f GB/s per direction\n",
         t->n_sockets, gib(t->host_memory_bytes), gb(t->host_memory_bytes_per_s),
         t->cpu_flops / 1e12, gb(t->socket_link_bytes_per_s));

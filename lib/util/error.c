@@ -45,6 +45,19 @@ int mpress_error_at(struct mpress_error *err, int code, const char *file, int li
     return code;
 }
 
+/* Appends to buf at *n, truncating silently (messages may be cut, never overflow). */
+static void append(char *buf, size_t size, size_t *n, const char *fmt, ...)
+{
+    if (*n + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, size - *n, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *n = (size_t)k >= size - *n ? size - 1 : *n + (size_t)k;
+}
+
 void mpress_error_format(const struct mpress_error *err, char *buf, size_t size)
 {
     if (!size)
@@ -53,23 +66,16 @@ void mpress_error_format(const struct mpress_error *err, char *buf, size_t size)
     if (!err)
         return;
     size_t n = 0;
-#define APPEND(...)                                                                              \
-    do {                                                                                         \
-        int k_ = snprintf(buf + n, size - n, __VA_ARGS__);                                       \
-        if (k_ > 0)                                                                              \
-            n = (size_t)k_ >= size - n ? size - 1 : n + (size_t)k_;                              \
-    } while (0)
     if (err->file[0]) {
-        APPEND("%s", err->file);
+        append(buf, size, &n, "%s", err->file);
         if (err->line > 0) {
-            APPEND(":%d", err->line);
+            append(buf, size, &n, ":%d", err->line);
             if (err->column > 0)
-                APPEND(":%d", err->column);
+                append(buf, size, &n, ":%d", err->column);
         }
-        APPEND(": ");
+        append(buf, size, &n, ": ");
     }
     if (err->path[0])
-        APPEND("%s: ", err->path);
-    APPEND("%s", err->text[0] ? err->text : "unknown error");
-#undef APPEND
+        append(buf, size, &n, "%s: ", err->path);
+    append(buf, size, &n, "%s", err->text[0] ? err->text : "unknown error");
 }

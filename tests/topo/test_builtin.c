@@ -1,30 +1,14 @@
 /* Built-in servers, the GPU table, restrict and peer bandwidth, checked against the numbers as
  * issue 2 and the datasheets state them, written here independently of lib/topo's tables. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "dgx1_expected.h"
 #include "mpress/topology.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-/* The DGX-1 link list exactly as issue 2 states it. */
-static int dgx1_expected(int i, int j)
-{
-    static const int ring[] = {0, 3, 2, 1, 5, 6, 7, 4};
-    static const int singles[][2] = {{0, 1}, {0, 2}, {1, 3}, {2, 6},
-                                     {3, 7}, {4, 5}, {4, 6}, {5, 7}};
-    for (int k = 0; k < 8; k++) {
-        int a = ring[k], b = ring[(k + 1) % 8];
-        if ((a == i && b == j) || (a == j && b == i))
-            return 2;
-    }
-    for (int k = 0; k < 8; k++)
-        if ((singles[k][0] == i && singles[k][1] == j) ||
-            (singles[k][0] == j && singles[k][1] == i))
-            return 1;
-    return 0;
-}
 
 static void test_gpu_table(void)
 {
@@ -218,8 +202,45 @@ static void test_render(void)
     free(s);
 }
 
+/* Every built-in survives the mpress-topology writer and loader unchanged (the same JSON and
+ * the same rendering), also when restricted. */
+static void test_roundtrip(void)
+{
+    for (const char *const *n = mpress_topology_builtin_names(); *n; n++) {
+        for (int restrict_to = 0; restrict_to <= 3; restrict_to += 3) {
+            struct mpress_topology a, b;
+            struct mpress_error err;
+            mpress_error_clear(&err);
+            CHECK_INT(mpress_topology_builtin(*n, &a, &err), 0);
+            if (restrict_to)
+                CHECK_INT(mpress_topology_restrict(&a, restrict_to, &err), 0);
+            char file[128];
+            snprintf(file, sizeof(file), "topo-roundtrip-%s-%d.json", *n, restrict_to);
+            CHECK_INT(mpress_topology_save(file, &a, &err), 0);
+            int rc = mpress_topology_load(file, &b, &err);
+            CHECK_MSG(rc == 0, "%s: %s", file, err.text);
+            remove(file);
+            if (rc)
+                continue;
+            json_t *ja = mpress_topology_to_json(&a), *jb = mpress_topology_to_json(&b);
+            char *sa = mpress_json_dumps(ja), *sb = mpress_json_dumps(jb);
+            CHECK(sa && sb && strcmp(sa, sb) == 0);
+            free(sa);
+            free(sb);
+            json_decref(ja);
+            json_decref(jb);
+            sa = mpress_topology_render(&a);
+            sb = mpress_topology_render(&b);
+            CHECK(sa && sb && strcmp(sa, sb) == 0);
+            free(sa);
+            free(sb);
+        }
+    }
+}
+
 int main(void)
 {
+    test_roundtrip();
     test_gpu_table();
     test_dgx1();
     test_nvswitch();

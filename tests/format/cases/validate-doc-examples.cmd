@@ -1,0 +1,1 @@
+python3 -c 'import re, sys; [open("ex%d.json" % i, "w").write(b) for i, b in enumerate(re.findall(r"```json\n(.*?)```", open(sys.argv[1]).read(), re.S), 1)]' "$SRC/docs/formats.md" && "$MPRESS" validate ex1.json ex2.json ex3.json

@@ -1,0 +1,1 @@
+"$MPRESS" validate nope.json

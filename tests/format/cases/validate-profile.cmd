@@ -1,0 +1,1 @@
+cd $SRC/tests/format/data && "$MPRESS" validate profile.json

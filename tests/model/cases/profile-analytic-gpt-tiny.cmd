@@ -1,0 +1,1 @@
+"$MPRESS" profile --analytic --model gpt-tiny

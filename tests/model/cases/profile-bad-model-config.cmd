@@ -1,0 +1,1 @@
+printf '{"format": "mpress-model", "version": 1, "name": "x", "family": "gpt",\n "layers": 2, "hidden": 100, "heads": 3, "seq": 8, "vocab": 10}\n' > bad.json; "$MPRESS" profile --model-config bad.json -o out.json; rc=$?; ls; exit $rc

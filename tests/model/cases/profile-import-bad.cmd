@@ -1,0 +1,1 @@
+printf 'node1 -- Input0 -- forward_compute_time=0.0, backward_compute_time=0.0, activation_size=4.0, parameter_size=0.0\nnode2 -- Linear(2, 2) -- forward_compute_time=1.0, backward_compute_time=abc, activation_size=4.0, parameter_size=16.0\n\tnode1 -- node2\n' > g.txt; "$MPRESS" profile --import pipedream g.txt -o out.json; rc=$?; ls; exit $rc

@@ -1,0 +1,1 @@
+"$MPRESS" profile --import pipedream "$SHARED/data/pipedream/gnmt.graph.txt"

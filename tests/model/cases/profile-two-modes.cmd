@@ -1,0 +1,1 @@
+"$MPRESS" profile --model gpt-tiny --import pipedream x.txt

@@ -1,0 +1,1 @@
+"$MPRESS" profile --analytic --model no-such-model -o out.json; rc=$?; ls; exit $rc

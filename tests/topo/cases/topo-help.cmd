@@ -1,0 +1,1 @@
+"$MPRESS" topo --help

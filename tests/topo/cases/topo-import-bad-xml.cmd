@@ -1,0 +1,1 @@
+"$MPRESS" topo import "$SRC/tests/topo/data/bad-unclosed.nccl.xml"

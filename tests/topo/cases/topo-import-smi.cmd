@@ -1,0 +1,1 @@
+"$MPRESS" topo import "$SHARED/data/topologies/v100x8-cubemesh.nvidia-smi.txt" -o smi.json && "$MPRESS" topo show smi.json

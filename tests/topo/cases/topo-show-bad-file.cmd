@@ -1,0 +1,1 @@
+"$MPRESS" topo show "$SRC/tests/topo/data/perm4.nccl.xml"

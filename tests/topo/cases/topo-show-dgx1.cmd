@@ -1,0 +1,1 @@
+"$MPRESS" topo show dgx1
