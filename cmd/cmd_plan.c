@@ -81,15 +81,6 @@ static int check_overwrite(const char *path)
     return MPRESS_EUSAGE;
 }
 
-/* A built-in server name, else an mpress-topology file. */
-static int load_topology(const char *arg, struct mpress_topology *topo, struct mpress_error *err)
-{
-    for (const char *const *n = mpress_topology_builtin_names(); *n; n++)
-        if (strcmp(*n, arg) == 0)
-            return mpress_topology_builtin(arg, topo, err);
-    return mpress_topology_load(arg, topo, err);
-}
-
 static double gib(uint64_t b)
 {
     return (double)b / 1073741824.0;
@@ -278,7 +269,7 @@ int cmd_plan(int argc, char **argv)
     struct mpress_error err;
     mpress_error_clear(&err);
     struct mpress_topology topo;
-    int rc = load_topology(topo_arg, &topo, &err);
+    int rc = mpress_topology_resolve(topo_arg, &topo, &err);
     if (rc)
         return cli_fail(CMD, "cannot load the topology", &err);
     if (gpus > 0 && (rc = mpress_topology_restrict(&topo, (int)gpus, &err)))
