@@ -104,9 +104,15 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
     printf("\nstage  ops          layers    gpu  optimizer\n");
     for (int k = 0; k < plan->n_stages; k++) {
         const struct mpress_plan_stage *st = &plan->stages[k];
-        int l0 = p->ops[st->first_op].layer, l1 = p->ops[st->last_op].layer;
+        int l0 = -1, l1 = -1;
+        for (int i = st->first_op; i <= st->last_op; i++)
+            if (p->ops[i].layer >= 0) {
+                if (l0 < 0)
+                    l0 = p->ops[i].layer;
+                l1 = p->ops[i].layer;
+            }
         char layers[32];
-        if (l0 >= 0 || l1 >= 0)
+        if (l0 >= 0)
             snprintf(layers, sizeof(layers), "%d-%d", l0, l1);
         else
             snprintf(layers, sizeof(layers), "-");
