@@ -17,18 +17,20 @@
 #define GB 1e9
 
 /*
- * The formulation. Slots k = 0..N-1 (N = GPUs), blocks b = 0..B-1 (runs of ops between
- * allowed cuts), classes c (saved tensors with equal op kind, role, bytes and recompute time:
- * interchangeable), GPUs g. Stages are slots; empty slots come first, so slot k's in-flight
- * count n_k = min(N - k, M) (GPipe: M) and weight versions v_k (async: n_k, else 1) are
- * constants.
+ * The formulation. Slots k = 0..N-1 (N = GPUs), blocks (runs of ops between allowed cuts)
+ * grouped into runs r of len_r identical consecutive blocks (a transformer's layers), classes c
+ * (saved tensors with equal op kind, role, bytes and recompute time: interchangeable), GPUs g.
+ * Stages are slots; empty slots come first, so slot k's in-flight count n_k = min(N - k, M)
+ * (GPipe: M) and weight versions v_k (async: n_k, else 1) are constants.
  *
- * Block constants: T_b fwd+bwd s, P_b/Gr_b/O_b weight/gradient/optimizer bytes, A_b saved
- * bytes, W_b largest workspace, X_b output bytes of its last op, cnt_bc tensors of class c.
- * Class constants: s_c bytes, r_c recompute s.
+ * Per-block constants of run r: T_r fwd+bwd s, P_r/Gr_r/O_r weight/gradient/optimizer bytes,
+ * A_r saved bytes, W_r largest workspace, X_r output bytes of its last op, cnt_rc tensors of
+ * class c. Class constants: s_c bytes, r_c recompute s.
  *
  * Variables
- *   u_kb in {0,1}  op block b lies in slots 0..k ("staircase"); u_(N-1)b = 1
+ *   w_kr in {0..len_r}  blocks of run r in slots 0..k (slots take prefixes); w_(N-1)r = len_r
+ *   f_kr in {0,1}  run r has begun by slot k (f_kr = w_kr when len_r = 1)
+ *   ct_kr in {0,1} slot k holds a block of run r (for the workspace maximum)
  *   x_kg in {0,1}  slot k runs on GPU g (fixed to k = g on NVSwitch servers: all mappings
  *                  are equivalent there)
  *   h_k in {0,1}   slot k's optimizer states live on the host (when the host can take them)
@@ -39,18 +41,19 @@
  *   fl_kab >= 0    e_kb when slot k is on a (linearised product)
  *   hp_g >= 0      host-swap bytes of the slot on g
  * Expressions
- *   y_kb = u_kb - u_(k-1)b         (block b in slot k)
- *   O_k  = sum_b<B-1 X_b (u_kb - u_k(b+1))   (output of slot k's last op; O_(N-1) = 0)
+ *   y_kr = w_kr - w_(k-1)r         (blocks of run r in slot k)
+ *   O_k  = sum_r X_r (f_kr - f_k(r+1))   (output of slot k's last op; O_(N-1) = 0)
  *   E_k  = sum_c s_c (R_kc + H_kc + D_kc),  Hb_k = sum_c s_c H_kc
- *   Mem_k = v_k sum P_b y_kb + sum Gr_b y_kb + ov_k + n_k sum A_b y_kb - (n_k - 1) E_k
+ *   Mem_k = sum_r (v_k P_r + Gr_r + n_k A_r) y_kr + ov_k - (n_k - 1) E_k
  *           + ws_k + 2 (O_(k-1) + O_k)
  * Constraints
- *   u_k(b+1) <= u_kb,  u_kb <= u_(k+1)b,  u_(N-2)(B-1) = 0,  sum_b y_kb >= u_k0
- *   sum_g x_kg = 1,  sum_k x_kg = 1
- *   R_kc + H_kc + D_kc <= sum_b cnt_bc y_kb;   sum_c s_c D_kc = sum_g e_kg
+ *   f_kr <= w_kr <= len_r f_kr,  len_r f_k(r+1) <= w_kr,  w_kr <= w_(k+1)r,
+ *   w_(N-2)(last run) <= len - 1 (the last slot is used),  sum_r y_kr >= f_k0 (k >= 1)
+ *   sum_g x_kg = 1,  sum_k x_kg = 1;  symmetry cut (sym_cut) on direct fabrics
+ *   R_kc + H_kc + D_kc <= sum_r cnt_rc y_kr;   sum_c s_c D_kc = sum_g e_kg
  *   e_kg <= BigD sum_{a: NVLink a-g} x_ka
- *   C_k = sum_b T_b y_kb + sum_c r_c R_kc;   ws_k >= W_b y_kb
- *   ov_k >= sum_b O_b y_kb - BigO h_k;   oh_k >= sum_b O_b y_kb - BigO (1 - h_k)
+ *   C_k = sum_r T_r y_kr + sum_c r_c R_kc;   ws_k >= W_r ct_kr,  ct_kr >= y_kr / len_r
+ *   ov_k >= sum_r O_r y_kr - BigO h_k;   oh_k >= sum_r O_r y_kr - BigO (1 - h_k)
  *   Mem_k + sum_j n_j e_jg <= cap_g (1 - margin) - reserve_g + BigM (1 - x_kg)   all k, g
  *   sum_k n_k Hb_k + sum_k oh_k <= host memory
  *   T >= C_k
@@ -60,8 +63,8 @@
  *   NVSwitch, GPU g:  T port_g >= sum_k,b (fl_kgb + fl_kbg + bnd_kgb + bnd_kbg)
  *   PCIe of g:  T pcie >= pl_g := hp_g + sum_k,b without NVLink (bnd_kgb + bnd_kbg)
  *   uplink w:   T up_w >= sum_{g behind w} pl_g
- *   TT >= opt_k / hbm_g - BigT (1 - x_kg) - BigT h_k, opt_k = sum_b (2P_b + Gr_b + 2O_b) y_kb
- *   ot_k >= opt_k - BigOT (1 - h_k);  HX >= (sum_b (Gr_b + P_b) y_kb) / pcie - BigT (1 - h_k)
+ *   TT >= opt_k / hbm_g - BigT (1 - x_kg) - BigT h_k, opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
+ *   ot_k >= opt_k - BigOT (1 - h_k);  HX >= (sum_r (Gr_r + P_r) y_kr) / pcie - BigT (1 - h_k)
  *   TT >= HX + sum_k ot_k / host_bw
  * Objective
  *   min sum_k C_k + (M - 1) T + sum_k,a,b 2 bnd_kab / bw(a,b) + TT
@@ -393,7 +396,7 @@ static void ilp_callback(glp_tree *tree, void *info)
 /* Column indices of the model, 0 where a variable does not exist. */
 struct cols {
     int *w, *f, *ct; /* [k][run]: blocks of the run in slots <= k, run begun, run in slot k */
-    int *u, *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
+    int *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
     int *bnd, *fl; /* [k][a][b] */
     int T, TT, HX;
 };
@@ -404,7 +407,7 @@ struct cols {
 static void cols_free(struct cols *c)
 {
     free(c->w), free(c->f), free(c->ct);
-    free(c->u), free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
+    free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
     free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
     free(c->bnd), free(c->fl);
 }
@@ -529,7 +532,6 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     c->w = calloc((size_t)(N * NR), sizeof(int));
     c->f = calloc((size_t)(N * NR), sizeof(int));
     c->ct = calloc((size_t)(N * NR), sizeof(int));
-    c->u = calloc((size_t)(N * B), sizeof(int));
     c->x = calloc((size_t)(N * G), sizeof(int));
     c->h = calloc((size_t)N, sizeof(int));
     c->R = calloc((size_t)(N * (C + 1)), sizeof(int));
@@ -544,7 +546,7 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     c->hp = calloc((size_t)G, sizeof(int));
     c->bnd = calloc((size_t)(N * G * G), sizeof(int));
     c->fl = calloc((size_t)(N * G * G), sizeof(int));
-    if (!c->w || !c->f || !c->ct || !c->u || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e || !c->C || !c->ws ||
+    if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e || !c->C || !c->ws ||
         !c->ov || !c->oh || !c->ot || !c->hp || !c->bnd || !c->fl)
         return -1;
 
