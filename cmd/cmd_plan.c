@@ -39,7 +39,7 @@ static void help(void)
            "  --time-limit S        stop the MILP after S seconds with the best plan so far\n"
            "                        and its bound and gap (wall clock: not reproducible)\n"
            "  --node-limit N        stop the MILP after N branch-and-bound nodes (reproducible)\n"
-           "  --mip-gap G           stop when the relative gap is at most G (default 1e-4)\n"
+           "  --mip-gap G           stop when the relative gap is at most G (default 0.01)\n"
            "  --cuts C              where stages may be cut: auto (layer boundaries when the\n"
            "                        profile has layers, default), ops (after any op), layers\n"
            "  --dump-lp FILE        write the MILP in CPLEX LP format\n"
@@ -81,15 +81,6 @@ static int check_overwrite(const char *path)
     return MPRESS_EUSAGE;
 }
 
-/* A built-in server name, else an mpress-topology file. */
-static int load_topology(const char *arg, struct mpress_topology *topo, struct mpress_error *err)
-{
-    for (const char *const *n = mpress_topology_builtin_names(); *n; n++)
-        if (strcmp(*n, arg) == 0)
-            return mpress_topology_builtin(arg, topo, err);
-    return mpress_topology_load(arg, topo, err);
-}
-
 static double gib(uint64_t b)
 {
     return (double)b / 1073741824.0;
@@ -113,9 +104,15 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
     printf("\nstage  ops          layers    gpu  optimizer\n");
     for (int k = 0; k < plan->n_stages; k++) {
         const struct mpress_plan_stage *st = &plan->stages[k];
-        int l0 = p->ops[st->first_op].layer, l1 = p->ops[st->last_op].layer;
+        int l0 = -1, l1 = -1;
+        for (int i = st->first_op; i <= st->last_op; i++)
+            if (p->ops[i].layer >= 0) {
+                if (l0 < 0)
+                    l0 = p->ops[i].layer;
+                l1 = p->ops[i].layer;
+            }
         char layers[32];
-        if (l0 >= 0 || l1 >= 0)
+        if (l0 >= 0)
             snprintf(layers, sizeof(layers), "%d-%d", l0, l1);
         else
             snprintf(layers, sizeof(layers), "-");
@@ -278,7 +275,7 @@ int cmd_plan(int argc, char **argv)
     struct mpress_error err;
     mpress_error_clear(&err);
     struct mpress_topology topo;
-    int rc = load_topology(topo_arg, &topo, &err);
+    int rc = mpress_topology_resolve(topo_arg, &topo, &err);
     if (rc)
         return cli_fail(CMD, "cannot load the topology", &err);
     if (gpus > 0 && (rc = mpress_topology_restrict(&topo, (int)gpus, &err)))

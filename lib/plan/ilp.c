@@ -17,18 +17,20 @@
 #define GB 1e9
 
 /*
- * The formulation. Slots k = 0..N-1 (N = GPUs), blocks b = 0..B-1 (runs of ops between
- * allowed cuts), classes c (saved tensors with equal op kind, role, bytes and recompute time:
- * interchangeable), GPUs g. Stages are slots; empty slots come first, so slot k's in-flight
- * count n_k = min(N - k, M) (GPipe: M) and weight versions v_k (async: n_k, else 1) are
- * constants.
+ * The formulation. Slots k = 0..N-1 (N = GPUs), blocks (runs of ops between allowed cuts)
+ * grouped into runs r of len_r identical consecutive blocks (a transformer's layers), classes c
+ * (saved tensors with equal op kind, role, bytes and recompute time: interchangeable), GPUs g.
+ * Stages are slots; empty slots come first, so slot k's in-flight count n_k = min(N - k, M)
+ * (GPipe: M) and weight versions v_k (async: n_k, else 1) are constants.
  *
- * Block constants: T_b fwd+bwd s, P_b/Gr_b/O_b weight/gradient/optimizer bytes, A_b saved
- * bytes, W_b largest workspace, X_b output bytes of its last op, cnt_bc tensors of class c.
- * Class constants: s_c bytes, r_c recompute s.
+ * Per-block constants of run r: T_r fwd+bwd s, P_r/Gr_r/O_r weight/gradient/optimizer bytes,
+ * A_r saved bytes, W_r largest workspace, X_r output bytes of its last op, cnt_rc tensors of
+ * class c. Class constants: s_c bytes, r_c recompute s.
  *
  * Variables
- *   u_kb in {0,1}  op block b lies in slots 0..k ("staircase"); u_(N-1)b = 1
+ *   w_kr in {0..len_r}  blocks of run r in slots 0..k (slots take prefixes); w_(N-1)r = len_r
+ *   f_kr in {0,1}  run r has begun by slot k (f_kr = w_kr when len_r = 1)
+ *   ct_kr in {0,1} slot k holds a block of run r (for the workspace maximum)
  *   x_kg in {0,1}  slot k runs on GPU g (fixed to k = g on NVSwitch servers: all mappings
  *                  are equivalent there)
  *   h_k in {0,1}   slot k's optimizer states live on the host (when the host can take them)
@@ -39,18 +41,19 @@
  *   fl_kab >= 0    e_kb when slot k is on a (linearised product)
  *   hp_g >= 0      host-swap bytes of the slot on g
  * Expressions
- *   y_kb = u_kb - u_(k-1)b         (block b in slot k)
- *   O_k  = sum_b<B-1 X_b (u_kb - u_k(b+1))   (output of slot k's last op; O_(N-1) = 0)
+ *   y_kr = w_kr - w_(k-1)r         (blocks of run r in slot k)
+ *   O_k  = sum_r X_r (f_kr - f_k(r+1))   (output of slot k's last op; O_(N-1) = 0)
  *   E_k  = sum_c s_c (R_kc + H_kc + D_kc),  Hb_k = sum_c s_c H_kc
- *   Mem_k = v_k sum P_b y_kb + sum Gr_b y_kb + ov_k + n_k sum A_b y_kb - (n_k - 1) E_k
+ *   Mem_k = sum_r (v_k P_r + Gr_r + n_k A_r) y_kr + ov_k - (n_k - 1) E_k
  *           + ws_k + 2 (O_(k-1) + O_k)
  * Constraints
- *   u_k(b+1) <= u_kb,  u_kb <= u_(k+1)b,  u_(N-2)(B-1) = 0,  sum_b y_kb >= u_k0
- *   sum_g x_kg = 1,  sum_k x_kg = 1
- *   R_kc + H_kc + D_kc <= sum_b cnt_bc y_kb;   sum_c s_c D_kc = sum_g e_kg
+ *   f_kr <= w_kr <= len_r f_kr,  len_r f_k(r+1) <= w_kr,  w_kr <= w_(k+1)r,
+ *   w_(N-2)(last run) <= len - 1 (the last slot is used),  sum_r y_kr >= f_k0 (k >= 1)
+ *   sum_g x_kg = 1,  sum_k x_kg = 1;  symmetry cut (sym_cut) on direct fabrics
+ *   R_kc + H_kc + D_kc <= sum_r cnt_rc y_kr;   sum_c s_c D_kc = sum_g e_kg
  *   e_kg <= BigD sum_{a: NVLink a-g} x_ka
- *   C_k = sum_b T_b y_kb + sum_c r_c R_kc;   ws_k >= W_b y_kb
- *   ov_k >= sum_b O_b y_kb - BigO h_k;   oh_k >= sum_b O_b y_kb - BigO (1 - h_k)
+ *   C_k = sum_r T_r y_kr + sum_c r_c R_kc;   ws_k >= W_r ct_kr,  ct_kr >= y_kr / len_r
+ *   ov_k >= sum_r O_r y_kr - BigO h_k;   oh_k >= sum_r O_r y_kr - BigO (1 - h_k)
  *   Mem_k + sum_j n_j e_jg <= cap_g (1 - margin) - reserve_g + BigM (1 - x_kg)   all k, g
  *   sum_k n_k Hb_k + sum_k oh_k <= host memory
  *   T >= C_k
@@ -60,8 +63,8 @@
  *   NVSwitch, GPU g:  T port_g >= sum_k,b (fl_kgb + fl_kbg + bnd_kgb + bnd_kbg)
  *   PCIe of g:  T pcie >= pl_g := hp_g + sum_k,b without NVLink (bnd_kgb + bnd_kbg)
  *   uplink w:   T up_w >= sum_{g behind w} pl_g
- *   TT >= opt_k / hbm_g - BigT (1 - x_kg) - BigT h_k, opt_k = sum_b (2P_b + Gr_b + 2O_b) y_kb
- *   ot_k >= opt_k - BigOT (1 - h_k);  HX >= (sum_b (Gr_b + P_b) y_kb) / pcie - BigT (1 - h_k)
+ *   TT >= opt_k / hbm_g - BigT (1 - x_kg) - BigT h_k, opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
+ *   ot_k >= opt_k - BigOT (1 - h_k);  HX >= (sum_r (Gr_r + P_r) y_kr) / pcie - BigT (1 - h_k)
  *   TT >= HX + sum_k ot_k / host_bw
  * Objective
  *   min sum_k C_k + (M - 1) T + sum_k,a,b 2 bnd_kab / bw(a,b) + TT
@@ -222,6 +225,8 @@ struct tclass {
 struct inst {
     int N, B, C, M;
     struct block *blk;
+    int NR;                  /* runs of identical consecutive blocks */
+    int *run_first, *run_len;
     struct tclass *cls;
     int *cnt;                /* cnt[b * C + c] */
     int *tcls;               /* class of each saved tensor (flat) */
@@ -231,6 +236,8 @@ struct inst {
 
 static void inst_free(struct inst *in)
 {
+    free(in->run_first);
+    free(in->run_len);
     free(in->blk);
     free(in->cls);
     free(in->cnt);
@@ -309,6 +316,31 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
         for (int t = 0; t < p->ops[i].n_tensors; t++, j++)
             in->cnt[b * in->C + in->tcls[j]]++;
     }
+    /* Runs: blocks identical in every constant and class count (a transformer's layers) are
+     * interchangeable, so the MILP decides how many of a run each slot takes. */
+    in->run_first = calloc((size_t)in->B, sizeof(int));
+    in->run_len = calloc((size_t)in->B, sizeof(int));
+    if (!in->run_first || !in->run_len) {
+        inst_free(in);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    }
+    for (b = 0; b < in->B; b++) {
+        if (in->NR > 0) {
+            const struct block *x = &in->blk[in->run_first[in->NR - 1]], *y = &in->blk[b];
+            int same = x->t == y->t && x->opt_touch == y->opt_touch && x->p == y->p &&
+                       x->g == y->g && x->o == y->o && x->a == y->a && x->w == y->w &&
+                       x->x == y->x && x->gp == y->gp;
+            for (int c = 0; c < in->C && same; c++)
+                same = in->cnt[in->run_first[in->NR - 1] * in->C + c] == in->cnt[b * in->C + c];
+            if (same) {
+                in->run_len[in->NR - 1]++;
+                continue;
+            }
+        }
+        in->run_first[in->NR] = b;
+        in->run_len[in->NR] = 1;
+        in->NR++;
+    }
     in->N = topo->n_gpus;
     in->M = o->micro_batches;
     in->mapped = topo->fabric != MPRESS_FABRIC_NVSWITCH && topo->n_gpus > 1;
@@ -328,12 +360,19 @@ struct cb_ctx {
     double incumbent;
     long nodes;
     int stopped_by_nodes;
+    double *heur;       /* a warm-start solution (1-based column values), or NULL */
 };
 
 static void ilp_callback(glp_tree *tree, void *info)
 {
     struct cb_ctx *c = info;
     int reason = glp_ios_reason(tree);
+    if (reason == GLP_IHEUR && c->heur) {
+        glp_ios_heur_sol(tree, c->heur);
+        free(c->heur);
+        c->heur = NULL;
+        return;
+    }
     if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
         return;
     int a_cnt, n_cnt, t_cnt;
@@ -356,7 +395,8 @@ static void ilp_callback(glp_tree *tree, void *info)
 
 /* Column indices of the model, 0 where a variable does not exist. */
 struct cols {
-    int *u, *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
+    int *w, *f, *ct; /* [k][run]: blocks of the run in slots <= k, run begun, run in slot k */
+    int *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
     int *bnd, *fl; /* [k][a][b] */
     int T, TT, HX;
 };
@@ -366,7 +406,8 @@ struct cols {
 
 static void cols_free(struct cols *c)
 {
-    free(c->u), free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
+    free(c->w), free(c->f), free(c->ct);
+    free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
     free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
     free(c->bnd), free(c->fl);
 }
@@ -386,34 +427,52 @@ static int x_possible(const struct inst *in, int k, int g)
     return in->mapped || k == g;
 }
 
-/* u_kb: the last slot holds every block. */
-static void add_u(struct model *m, const struct inst *in, const struct cols *c, int k, int b,
+/* w_kr: blocks of run r in slots 0..k; the last slot completes every run. */
+static void add_w(struct model *m, const struct inst *in, const struct cols *c, int k, int r,
+                  double coef)
+{
+    if (k < 0)
+        return;
+    if (k == in->N - 1)
+        m->r.constant += coef * in->run_len[r];
+    else
+        row_add(m, c->w[IX2(k, r, in->NR)], coef);
+}
+
+/* f_kr: run r has begun by slot k (= w_kr for a run of one block). */
+static void add_f(struct model *m, const struct inst *in, const struct cols *c, int k, int r,
                   double coef)
 {
     if (k < 0)
         return;
     if (k == in->N - 1)
         m->r.constant += coef;
+    else if (in->run_len[r] == 1)
+        row_add(m, c->w[IX2(k, r, in->NR)], coef);
     else
-        row_add(m, c->u[IX2(k, b, in->B)], coef);
+        row_add(m, c->f[IX2(k, r, in->NR)], coef);
 }
 
-static void add_y(struct model *m, const struct inst *in, const struct cols *c, int k, int b,
+/* y_kr: blocks of run r in slot k. */
+static void add_y(struct model *m, const struct inst *in, const struct cols *c, int k, int r,
                   double coef)
 {
-    add_u(m, in, c, k, b, coef);
-    add_u(m, in, c, k - 1, b, -coef);
+    add_w(m, in, c, k, r, coef);
+    add_w(m, in, c, k - 1, r, -coef);
 }
 
-/* O_k: output bytes of slot k's last op (0 for the last slot). */
+/* O_k: output bytes of slot k's last op (0 for the last slot). Within a run the outputs are
+ * equal, so sum_b X_b (u_kb - u_k(b+1)) telescopes to X_r (f_kr - f_k(r+1)). */
 static void add_out(struct model *m, const struct inst *in, const struct cols *c, int k,
                     double coef)
 {
     if (k < 0 || k >= in->N - 1)
         return;
-    for (int b = 0; b + 1 < in->B; b++) {
-        add_u(m, in, c, k, b, coef * in->blk[b].x);
-        add_u(m, in, c, k, b + 1, -coef * in->blk[b].x);
+    for (int r = 0; r < in->NR; r++) {
+        double x = in->blk[in->run_first[r]].x;
+        add_f(m, in, c, k, r, coef * x);
+        if (r + 1 < in->NR)
+            add_f(m, in, c, k, r + 1, -coef * x);
     }
 }
 
@@ -436,6 +495,8 @@ static void add_pcie_load(struct model *m, const struct inst *in, const struct c
             row_add(m, c->bnd[IX3(k, q, g, G)], -1);
         }
 }
+
+#define RB(r) (in->blk[in->run_first[(r)]])
 
 static int build(struct model *m, const struct inst *in, const struct mpress_topology *topo,
                  enum mpress_schedule sched, struct cols *c)
@@ -467,7 +528,10 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     const double pcie = topo->pcie_bytes_per_s / GB;
     const double hostbw = plan_host_bw(topo) / GB;
 
-    c->u = calloc((size_t)(N * B), sizeof(int));
+    const int NR = in->NR;
+    c->w = calloc((size_t)(N * NR), sizeof(int));
+    c->f = calloc((size_t)(N * NR), sizeof(int));
+    c->ct = calloc((size_t)(N * NR), sizeof(int));
     c->x = calloc((size_t)(N * G), sizeof(int));
     c->h = calloc((size_t)N, sizeof(int));
     c->R = calloc((size_t)(N * (C + 1)), sizeof(int));
@@ -482,16 +546,27 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     c->hp = calloc((size_t)G, sizeof(int));
     c->bnd = calloc((size_t)(N * G * G), sizeof(int));
     c->fl = calloc((size_t)(N * G * G), sizeof(int));
-    if (!c->u || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e || !c->C || !c->ws ||
+    if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e || !c->C || !c->ws ||
         !c->ov || !c->oh || !c->ot || !c->hp || !c->bnd || !c->fl)
         return -1;
 
     /* Columns. */
     for (int k = 0; k + 1 < N; k++)
-        for (int b = 0; b < B; b++) {
-            name(nm, "u_%d_%d", k, b, 0);
-            c->u[IX2(k, b, B)] = col_new(m, nm, GLP_BV, 0, 1, 0);
+        for (int r = 0; r < NR; r++) {
+            int len = in->run_len[r];
+            name(nm, "w_%d_%d", k, r, 0);
+            c->w[IX2(k, r, NR)] = col_new(m, nm, len == 1 ? GLP_BV : GLP_IV, 0, len, 0);
+            if (len > 1) {
+                name(nm, "f_%d_%d", k, r, 0);
+                c->f[IX2(k, r, NR)] = col_new(m, nm, GLP_BV, 0, 1, 0);
+            }
         }
+    for (int k = 0; k < N; k++)
+        for (int r = 0; r < NR; r++)
+            if (in->run_len[r] > 1 && RB(r).w > 0) {
+                name(nm, "ct_%d_%d", k, r, 0);
+                c->ct[IX2(k, r, NR)] = col_new(m, nm, GLP_BV, 0, 1, 0);
+            }
     if (in->mapped)
         for (int k = 0; k < N; k++)
             for (int g = 0; g < G; g++) {
@@ -562,32 +637,47 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
                 c->fl[IX3(k, a, b, G)] = col_new(m, nm, GLP_CV, 0, -1, 0);
             }
 
-    /* Partition. */
+    /* Partition: slots take prefixes of the block sequence, run by run. */
     for (int k = 0; k + 1 < N; k++)
-        for (int b = 0; b < B; b++) {
-            if (b + 1 < B) {
+        for (int r = 0; r < NR; r++) {
+            int len = in->run_len[r];
+            if (len > 1) { /* f <= w <= len f */
                 row_begin(m);
-                add_u(m, in, c, k, b + 1, 1);
-                add_u(m, in, c, k, b, -1);
-                name(nm, "stair_b_%d_%d", k, b, 0);
+                add_f(m, in, c, k, r, 1);
+                add_w(m, in, c, k, r, -1);
+                name(nm, "begun_lo_%d_%d", k, r, 0);
+                row_end(m, nm, GLP_UP, 0);
+                row_begin(m);
+                add_w(m, in, c, k, r, 1);
+                add_f(m, in, c, k, r, -len);
+                name(nm, "begun_hi_%d_%d", k, r, 0);
+                row_end(m, nm, GLP_UP, 0);
+            }
+            if (r + 1 < NR) { /* run r+1 begins only after run r is complete */
+                row_begin(m);
+                add_f(m, in, c, k, r + 1, len);
+                add_w(m, in, c, k, r, -1);
+                name(nm, "stair_r_%d_%d", k, r, 0);
                 row_end(m, nm, GLP_UP, 0);
             }
             if (k + 2 < N) {
                 row_begin(m);
-                add_u(m, in, c, k, b, 1);
-                add_u(m, in, c, k + 1, b, -1);
-                name(nm, "stair_k_%d_%d", k, b, 0);
+                add_w(m, in, c, k, r, 1);
+                add_w(m, in, c, k + 1, r, -1);
+                name(nm, "stair_k_%d_%d", k, r, 0);
                 row_end(m, nm, GLP_UP, 0);
             }
         }
-    if (N >= 2) { /* the last slot is never empty */
-        glp_set_col_bnds(m->lp, c->u[IX2(N - 2, B - 1, B)], GLP_FX, 0, 0);
+    if (N >= 2) { /* the last slot is never empty: it holds the last block */
+        int r = NR - 1;
+        glp_set_col_bnds(m->lp, c->w[IX2(N - 2, r, NR)], in->run_len[r] == 1 ? GLP_FX : GLP_DB,
+                         0, in->run_len[r] - 1);
     }
     for (int k = 1; k < N; k++) { /* empty slots only before the first used one */
         row_begin(m);
-        for (int b = 0; b < B; b++)
-            add_y(m, in, c, k, b, 1);
-        add_u(m, in, c, k, 0, -1);
+        for (int r = 0; r < NR; r++)
+            add_y(m, in, c, k, r, 1);
+        add_f(m, in, c, k, 0, -1);
         name(nm, "nonempty_%d", k, 0, 0);
         row_end(m, nm, GLP_LO, 0);
     }
@@ -619,9 +709,9 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             row_add(m, c->H[IX2(k, cl, C)], 1);
             if (in->d2d)
                 row_add(m, c->D[IX2(k, cl, C)], 1);
-            for (int b = 0; b < B; b++)
-                if (in->cnt[b * C + cl])
-                    add_y(m, in, c, k, b, -(double)in->cnt[b * C + cl]);
+            for (int b = 0; b < NR; b++)
+                if (in->cnt[in->run_first[b] * C + cl])
+                    add_y(m, in, c, k, b, -(double)in->cnt[in->run_first[b] * C + cl]);
             name(nm, "count_%d_%d", k, cl, 0);
             row_end(m, nm, GLP_UP, 0);
         }
@@ -649,27 +739,38 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
         /* Compute time. */
         row_begin(m);
         row_add(m, c->C[k], 1);
-        for (int b = 0; b < B; b++)
-            add_y(m, in, c, k, b, -in->blk[b].t);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, -RB(b).t);
         for (int cl = 0; cl < C; cl++)
             row_add(m, c->R[IX2(k, cl, C)], -in->cls[cl].r);
         name(nm, "compute_%d", k, 0, 0);
         row_end(m, nm, GLP_FX, 0);
-        /* Workspace. */
-        for (int b = 0; b < B; b++) {
-            if (in->blk[b].w <= 0)
+        /* Workspace: the largest of the runs present in the slot. */
+        for (int b = 0; b < NR; b++) {
+            if (RB(b).w <= 0)
                 continue;
             row_begin(m);
             row_add(m, c->ws[k], 1);
-            add_y(m, in, c, k, b, -in->blk[b].w);
-            name(nm, "ws_%d_%d", k, b, 0);
+            if (in->run_len[b] == 1) {
+                add_y(m, in, c, k, b, -RB(b).w);
+            } else {
+                row_add(m, c->ct[IX2(k, b, NR)], -RB(b).w);
+                name(nm, "ws_%d_%d", k, b, 0);
+                row_end(m, nm, GLP_LO, 0);
+                row_begin(m); /* ct_kr >= y_kr / len */
+                row_add(m, c->ct[IX2(k, b, NR)], 1);
+                add_y(m, in, c, k, b, -1.0 / in->run_len[b]);
+                name(nm, "ct_%d_%d", k, b, 0);
+            }
+            if (in->run_len[b] == 1)
+                name(nm, "ws_%d_%d", k, b, 0);
             row_end(m, nm, GLP_LO, 0);
         }
         /* Optimizer bytes on GPU / host. */
         row_begin(m);
         row_add(m, c->ov[k], 1);
-        for (int b = 0; b < B; b++)
-            add_y(m, in, c, k, b, -in->blk[b].o);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, -RB(b).o);
         if (in->host_opt)
             row_add(m, c->h[k], bigO);
         name(nm, "opt_gpu_%d", k, 0, 0);
@@ -677,22 +778,22 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
         if (in->host_opt) {
             row_begin(m);
             row_add(m, c->oh[k], 1);
-            for (int b = 0; b < B; b++)
-                add_y(m, in, c, k, b, -in->blk[b].o);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -RB(b).o);
             row_add(m, c->h[k], -bigO);
             name(nm, "opt_host_%d", k, 0, 0);
             row_end(m, nm, GLP_LO, -bigO);
             row_begin(m);
             row_add(m, c->ot[k], 1);
-            for (int b = 0; b < B; b++)
-                add_y(m, in, c, k, b, -in->blk[b].opt_touch);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -RB(b).opt_touch);
             row_add(m, c->h[k], -sumOT);
             name(nm, "opt_touch_%d", k, 0, 0);
             row_end(m, nm, GLP_LO, -sumOT);
             row_begin(m);
             row_add(m, c->HX, 1);
-            for (int b = 0; b < B; b++)
-                add_y(m, in, c, k, b, -in->blk[b].gp / pcie);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -RB(b).gp / pcie);
             row_add(m, c->h[k], -(sumGP / pcie + 1));
             name(nm, "opt_xfer_%d", k, 0, 0);
             row_end(m, nm, GLP_LO, -(sumGP / pcie + 1));
@@ -704,8 +805,8 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             double hbm = topo->gpus[g].hbm_bytes_per_s / GB;
             row_begin(m);
             row_add(m, c->TT, 1);
-            for (int b = 0; b < B; b++)
-                add_y(m, in, c, k, b, -in->blk[b].opt_touch / hbm);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -RB(b).opt_touch / hbm);
             add_x(m, in, c, k, g, -bigT);
             if (in->host_opt)
                 row_add(m, c->h[k], bigT);
@@ -717,8 +818,8 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             if (!x_possible(in, k, g))
                 continue;
             row_begin(m);
-            for (int b = 0; b < B; b++)
-                add_y(m, in, c, k, b, v_k * in->blk[b].p + in->blk[b].g + n_k * in->blk[b].a);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, v_k * RB(b).p + RB(b).g + n_k * RB(b).a);
             row_add(m, c->ov[k], 1);
             for (int cl = 0; cl < C; cl++) {
                 double coef = -(double)(n_k - 1) * in->cls[cl].s;
@@ -870,6 +971,233 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     return m->fail ? -1 : 0;
 }
 
+/* ---- symmetry of the server ----------------------------------------------------------- */
+
+/* Automorphisms of a direct-fabric server: GPU permutations that keep NVLink counts, GPU
+ * specs and the PCIe switch grouping (with uplink rates). The cost model cannot tell a plan
+ * from its image under one, so the MILP may require the last slot's GPU to be the smallest of
+ * its orbit, and the slot before it the smallest of its orbit under the permutations that
+ * keep the last slot's GPU: an exact cut of symmetric duplicates. */
+struct sym {
+    int n;
+    int (*perm)[MPRESS_MAX_GPUS];
+};
+
+static int gpu_same(const struct mpress_topology *t, int a, int b)
+{
+    const struct mpress_topo_gpu *x = &t->gpus[a], *y = &t->gpus[b];
+    int sa = x->pcie_switch, sb = y->pcie_switch;
+    double ua = sa >= 0 && sa < t->n_switches ? t->switches[sa].uplink_bytes_per_s : -1;
+    double ub = sb >= 0 && sb < t->n_switches ? t->switches[sb].uplink_bytes_per_s : -1;
+    return x->memory_bytes == y->memory_bytes && x->reserve_bytes == y->reserve_bytes &&
+           x->hbm_bytes_per_s == y->hbm_bytes_per_s && x->nvlink_ports == y->nvlink_ports &&
+           ua == ub;
+}
+
+static void sym_search(const struct mpress_topology *t, int *pi, int depth, unsigned used,
+                       struct sym *s, int cap)
+{
+    if (s->n >= cap)
+        return;
+    if (depth == t->n_gpus) {
+        memcpy(s->perm[s->n++], pi, sizeof(int) * MPRESS_MAX_GPUS);
+        return;
+    }
+    for (int g = 0; g < t->n_gpus; g++) {
+        if (used & (1u << g) || !gpu_same(t, depth, g))
+            continue;
+        int ok = 1;
+        for (int a = 0; a < depth && ok; a++)
+            ok = t->nvlinks[a][depth] == t->nvlinks[pi[a]][g] &&
+                 (t->gpus[a].pcie_switch == t->gpus[depth].pcie_switch) ==
+                     (t->gpus[pi[a]].pcie_switch == t->gpus[g].pcie_switch);
+        if (!ok)
+            continue;
+        pi[depth] = g;
+        sym_search(t, pi, depth + 1, used | (1u << g), s, cap);
+    }
+}
+
+static void sym_find(const struct mpress_topology *t, struct sym *s)
+{
+    enum { CAP = 4096 };
+    s->n = 0;
+    s->perm = NULL;
+    if (t->n_gpus < 2 || t->n_gpus > 12)
+        return;
+    s->perm = malloc(sizeof(*s->perm) * CAP);
+    if (!s->perm)
+        return;
+    int pi[MPRESS_MAX_GPUS] = {0};
+    sym_search(t, pi, 0, 0, s, CAP);
+    if (s->n >= CAP) { /* too many to list: no symmetry cut (still exact) */
+        free(s->perm);
+        s->perm = NULL;
+        s->n = 0;
+    }
+}
+
+/* Smallest image of g under the automorphisms that map fix to fix_to (fix < 0: all). */
+static int sym_min_image(const struct sym *s, int g, int fix, int fix_to)
+{
+    int best = g;
+    for (int i = 0; i < s->n; i++)
+        if ((fix < 0 || s->perm[i][fix] == fix_to) && s->perm[i][g] < best)
+            best = s->perm[i][g];
+    return best;
+}
+
+/* x_(N-1)r = 0 unless r is the least of its orbit; x_(N-1)r + x_(N-2)g <= 1 unless g is the
+ * least of its orbit under the stabiliser of r. */
+static void sym_cut(struct model *m, const struct inst *in, const struct cols *c,
+                    const struct sym *s)
+{
+    const int N = in->N;
+    char nm[64];
+    if (!in->mapped || s->n <= 1)
+        return;
+    for (int r = 0; r < N; r++) {
+        if (sym_min_image(s, r, -1, 0) != r) {
+            glp_set_col_bnds(m->lp, c->x[IX2(N - 1, r, N)], GLP_FX, 0, 0);
+            continue;
+        }
+        for (int g = 0; g < N; g++) {
+            if (g == r || sym_min_image(s, g, r, r) == g)
+                continue;
+            row_begin(m);
+            row_add(m, c->x[IX2(N - 1, r, N)], 1);
+            row_add(m, c->x[IX2(N - 2, g, N)], 1);
+            name(nm, "sym_%d_%d", r, g, 0);
+            row_end(m, nm, GLP_UP, 1);
+        }
+    }
+}
+
+/* ---- warm start ---------------------------------------------------------------------- */
+
+/* The MILP solution closest to assignment a: its integer decisions (stages on the last slots,
+ * mapped by the automorphism that satisfies the symmetry cut, action counts, optimizer
+ * placement) fixed, the continuous ones (D2D split, loads) from an LP. NULL when a does not
+ * fit the MILP's decision space (cuts elsewhere) or the LP fails. */
+static double *warm_vector(glp_prob *lp, const struct inst *in, const struct cols *c,
+                           const struct mpress_profile *p, const struct mpress_assignment *a,
+                           const struct sym *s)
+{
+    const int N = in->N, B = in->B, C = in->C, S = a->n_stages;
+    if (S < 1 || S > N)
+        return NULL;
+    int slot_gpu[MPRESS_MAX_GPUS], stage_of_block[4096];
+    if (B > 4096)
+        return NULL;
+    unsigned used = 0;
+    for (int r = 0; r < S; r++) {
+        slot_gpu[N - S + r] = a->stages[r].gpu;
+        used |= 1u << a->stages[r].gpu;
+    }
+    for (int k = 0, g = 0; k < N - S; k++) {
+        while (used & (1u << g))
+            g++;
+        slot_gpu[k] = g++;
+    }
+    if (!in->mapped) {
+        for (int k = 0; k < N; k++)
+            if (slot_gpu[k] != k)
+                return NULL;
+    } else if (s->n > 1) {
+        int best = -1;
+        for (int i = 0; i < s->n; i++) {
+            const int *pi = s->perm[i];
+            if (best < 0 || pi[slot_gpu[N - 1]] < s->perm[best][slot_gpu[N - 1]] ||
+                (pi[slot_gpu[N - 1]] == s->perm[best][slot_gpu[N - 1]] && N >= 2 &&
+                 pi[slot_gpu[N - 2]] < s->perm[best][slot_gpu[N - 2]]))
+                best = i;
+        }
+        int mapped[MPRESS_MAX_GPUS];
+        for (int k = 0; k < N; k++)
+            mapped[k] = s->perm[best][slot_gpu[k]];
+        memcpy(slot_gpu, mapped, sizeof(mapped));
+    }
+    for (int b = 0, r = 0; b < B; b++) {
+        while (r < S && a->stages[r].last_op < in->blk[b].first)
+            r++;
+        if (r >= S || a->stages[r].first_op > in->blk[b].first ||
+            a->stages[r].last_op < in->blk[b].last)
+            return NULL;
+        stage_of_block[b] = N - S + r;
+    }
+    glp_prob *cp = glp_create_prob();
+    glp_copy_prob(cp, lp, GLP_OFF);
+#define FIX(col, v)                                                                              \
+    do {                                                                                         \
+        if (col)                                                                                 \
+            glp_set_col_bnds(cp, (col), GLP_FX, (v), (v));                                       \
+    } while (0)
+    for (int k = 0; k < N; k++)
+        for (int r = 0; r < in->NR; r++) {
+            int upto = 0, here = 0;
+            for (int b = in->run_first[r]; b < in->run_first[r] + in->run_len[r]; b++) {
+                upto += stage_of_block[b] <= k;
+                here |= stage_of_block[b] == k;
+            }
+            if (k + 1 < N) {
+                FIX(c->w[IX2(k, r, in->NR)], upto);
+                FIX(c->f[IX2(k, r, in->NR)], upto > 0 ? 1.0 : 0.0);
+            }
+            FIX(c->ct[IX2(k, r, in->NR)], here);
+        }
+    if (in->mapped)
+        for (int k = 0; k < N; k++)
+            for (int g = 0; g < N; g++)
+                FIX(c->x[IX2(k, g, N)], slot_gpu[k] == g ? 1.0 : 0.0);
+    for (int k = 0; k < N; k++) {
+        int r = k - (N - S);
+        if (in->host_opt)
+            FIX(c->h[k], r >= 0 && a->stages[r].optimizer_on_host ? 1.0 : 0.0);
+    }
+    int *cnt = calloc((size_t)(N * 3 * (C ? C : 1)), sizeof(int));
+    if (!cnt) {
+        glp_delete_prob(cp);
+        return NULL;
+    }
+    for (int j = 0, r = 0; j < a->n_actions; j++) {
+        while (a->stages[r].last_op < a->actions[j].op)
+            r++;
+        int kind = a->actions[j].action;
+        if (kind == MPRESS_ACTION_D2D_SWAP && !in->d2d)
+            kind = MPRESS_ACTION_HOST_SWAP;
+        if (kind != MPRESS_ACTION_KEEP)
+            cnt[((N - S + r) * C + in->tcls[j]) * 3 + kind - 1]++;
+    }
+    for (int k = 0; k < N; k++)
+        for (int cl = 0; cl < C; cl++) {
+            FIX(c->R[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 0]);
+            FIX(c->H[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 1]);
+            FIX(c->D[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 2]);
+        }
+#undef FIX
+    free(cnt);
+    (void)p;
+    glp_smcp sp;
+    glp_init_smcp(&sp);
+    sp.msg_lev = GLP_MSG_OFF;
+    sp.presolve = GLP_ON;
+    double *x = NULL;
+    if (glp_simplex(cp, &sp) == 0 && glp_get_status(cp) == GLP_OPT) {
+        int n = glp_get_num_cols(cp);
+        x = malloc(sizeof(double) * (size_t)(n + 1));
+        if (x) {
+            x[0] = 0;
+            for (int j = 1; j <= n; j++) {
+                x[j] = glp_get_col_prim(cp, j);
+                if (glp_get_col_kind(cp, j) != GLP_CV)
+                    x[j] = round(x[j]);
+            }
+        }
+    }
+    glp_delete_prob(cp);
+    return x;
+}
+
 /* Maps the MILP solution back to an assignment. */
 static int extract(const struct mpress_profile *p, const struct mpress_topology *topo,
                    const struct inst *in, const struct cols *c, glp_prob *lp,
@@ -880,10 +1208,14 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
     int S = 0;
     int prev_end = -1;
     for (int k = 0; k < N; k++) {
-        int last = -1;
-        for (int b = 0; b < B; b++)
-            if (k == N - 1 || VAL(c->u[IX2(k, b, B)]) > 0.5)
-                last = b;
+        /* Slots take prefixes: the blocks in slots <= k are the first sum_r w_kr. */
+        int last = B - 1;
+        if (k < N - 1) {
+            long upto = 0;
+            for (int r = 0; r < in->NR; r++)
+                upto += lround(VAL(c->w[IX2(k, r, in->NR)]));
+            last = (int)upto - 1;
+        }
         if (last <= prev_end)
             continue;
         struct mpress_plan_stage *st = &a->stages[S];
@@ -956,9 +1288,7 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
                     }
         }
         int peer = 0;
-        for (j = j0; j < j0 + 0x7fffffff; j++) {
-            if (j >= a->n_actions || a->actions[j].op > st->last_op)
-                break;
+        for (j = j0; j < a->n_actions && a->actions[j].op <= st->last_op; j++) {
             struct mpress_plan_action *ac = &a->actions[j];
             if (ac->action != MPRESS_ACTION_D2D_SWAP)
                 continue;
@@ -993,6 +1323,13 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
     return 0;
 }
 
+struct solve {
+    struct model m;
+    struct cols cols;
+    struct sym sym;
+    struct cb_ctx cb;
+};
+
 int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
                     const struct mpress_plan_options *o, struct mpress_assignment *out,
                     struct mpress_plan_solver *stats, struct mpress_error *err)
@@ -1015,12 +1352,11 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
         return rc;
     }
 
-    struct cols cols;
-    memset(&cols, 0, sizeof(cols));
-    struct model *volatile mv = calloc(1, sizeof(struct model));
+    /* Everything GLPK's error path must still see lives on the heap behind a volatile pointer:
+     * locals changed between setjmp and longjmp are indeterminate afterwards. */
+    struct solve *volatile sv = calloc(1, sizeof(struct solve));
     struct glpk_guard guard;
-    struct cb_ctx cb = {o, 0, -1, 0, 0};
-    if (!mv) {
+    if (!sv) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto done;
     }
@@ -1029,18 +1365,22 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
     if (setjmp(guard.jump)) {
         /* GLPK failed inside: its environment is unusable and must be freed whole. */
         glp_free_env();
-        mv->lp = NULL;
+        sv->m.lp = NULL;
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "the GLPK solver failed internally");
         goto done;
     }
-    struct model *m = mv;
+    struct model *m = &sv->m;
+    sv->cb.o = o;
+    sv->cb.incumbent = -1;
     m->lp = glp_create_prob();
     glp_set_prob_name(m->lp, "mpress_plan");
     glp_set_obj_dir(m->lp, GLP_MIN);
-    if (build(m, &in, topo, o->schedule, &cols)) {
+    if (build(m, &in, topo, o->schedule, &sv->cols)) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory while building the MILP");
         goto done;
     }
+    sym_find(topo, &sv->sym);
+    sym_cut(m, &in, &sv->cols, &sv->sym);
     stats->rows = glp_get_num_rows(m->lp);
     stats->cols = glp_get_num_cols(m->lp);
     stats->integer_cols = glp_get_num_int(m->lp);
@@ -1050,15 +1390,43 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
         goto done;
     }
     glp_scale_prob(m->lp, GLP_SF_AUTO);
+    if (o->warm_start)
+        sv->cb.heur = warm_vector(m->lp, &in, &sv->cols, p, o->warm_start, &sv->sym);
+    /* The relaxation first, so that glp_intopt can run without its presolver and accept the
+     * warm start in the problem's own columns. */
+    glp_smcp sparm;
+    glp_init_smcp(&sparm);
+    sparm.msg_lev = GLP_MSG_OFF;
+    int sret = glp_simplex(m->lp, &sparm);
+    if (sret == 0 && glp_get_status(m->lp) == GLP_NOFEAS) {
+        snprintf(stats->status, sizeof(stats->status), "infeasible");
+        rc = mpress_error_set(err, MPRESS_EINFEASIBLE, "no assignment fits in memory");
+        goto done;
+    }
+    if (sret != 0 || glp_get_status(m->lp) != GLP_OPT) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (code %d)", sret);
+        goto done;
+    }
     glp_iocp parm;
     glp_init_iocp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
-    parm.presolve = GLP_ON;
+    parm.presolve = GLP_OFF;
     parm.mip_gap = o->mip_gap;
-    parm.mir_cuts = GLP_ON;
+    /* Measured (docs/benchmarks.md): with the mapping decided (dgx1), pseudo-cost branching
+     * without cut generation reaches a 1 % gap in a fraction of the nodes GLPK's defaults
+     * need; with the mapping fixed (NVSwitch), the defaults plus MIR cuts do best. */
+    if (in.mapped) {
+        parm.br_tech = GLP_BR_PCH;
+    } else {
+        parm.br_tech = GLP_BR_DTH;
+        parm.mir_cuts = GLP_ON;
+    }
+    parm.bt_tech = GLP_BT_BLB;
+    /* Big-M rows turn integer tolerance into bytes: 1e-5 x 1 TB would be 10 MB. */
+    parm.tol_int = 1e-10;
     parm.tm_lim = o->time_limit_s > 0 ? (int)fmin(o->time_limit_s * 1000.0, 2e9) : INT32_MAX;
     parm.cb_func = ilp_callback;
-    parm.cb_info = &cb;
+    parm.cb_info = &sv->cb;
     int ret = glp_intopt(m->lp, &parm);
     int status = glp_mip_status(m->lp);
     if (ret == GLP_ENOPFS || status == GLP_NOFEAS) {
@@ -1084,31 +1452,37 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
         snprintf(stats->status, sizeof(stats->status), "%s",
                  ret == GLP_EMIPGAP  ? "gap_reached"
                  : ret == GLP_ETMLIM ? "time_limit"
-                 : cb.stopped_by_nodes ? "node_limit"
+                 : sv->cb.stopped_by_nodes ? "node_limit"
                                        : "feasible");
-        stats->bound = cb.bound <= stats->objective ? cb.bound : stats->objective;
+        stats->bound = sv->cb.bound <= stats->objective ? sv->cb.bound : stats->objective;
+        /* Stopping at the gap, GLPK has proved a bound within mip_gap of the incumbent; the
+         * last bound the callback saw may be older. */
+        if (ret == GLP_EMIPGAP && stats->bound < stats->objective * (1 - o->mip_gap))
+            stats->bound = stats->objective * (1 - o->mip_gap);
     }
     stats->gap = stats->objective > 0 ? (stats->objective - stats->bound) / stats->objective : 0;
     if (stats->gap < 0)
         stats->gap = 0;
-    stats->nodes = cb.nodes;
-    if (extract(p, topo, &in, &cols, m->lp, out)) {
+    stats->nodes = sv->cb.nodes;
+    if (extract(p, topo, &in, &sv->cols, m->lp, out)) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "cannot map the MILP solution back to a plan");
         goto done;
     }
     rc = 0;
 done:
-    if (mv) {
-        if (mv->lp)
-            glp_delete_prob(mv->lp);
-        free(mv->r.ind);
-        free(mv->r.val);
-        free(mv->pos);
-        free(mv);
+    if (sv) {
+        if (sv->m.lp)
+            glp_delete_prob(sv->m.lp);
+        free(sv->m.r.ind);
+        free(sv->m.r.val);
+        free(sv->m.pos);
+        cols_free(&sv->cols);
+        free(sv->sym.perm);
+        free(sv->cb.heur);
+        free(sv);
     }
     glp_error_hook(NULL, NULL);
     glp_term_hook(NULL, NULL);
-    cols_free(&cols);
     inst_free(&in);
     if (rc)
         mpress_assignment_finish(out);

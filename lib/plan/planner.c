@@ -17,7 +17,7 @@ void mpress_plan_options_init(struct mpress_plan_options *o)
     o->micro_batches = 16;
     snprintf(o->policy, sizeof(o->policy), "ilp");
     o->cuts = MPRESS_CUTS_AUTO;
-    o->mip_gap = 1e-4;
+    o->mip_gap = 0.01;
 }
 
 /* The worst-off GPU (or the host) of an evaluation, for infeasibility messages. */
@@ -76,7 +76,15 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
             chosen_idx = i;
     }
     if (is_ilp) {
-        rc = mpress_plan_ilp(p, topo, o, &chosen, &solver, err);
+        /* The fastest fitting baseline is the MILP's first incumbent: the MILP can then never
+         * return a plan predicted slower than a baseline. */
+        struct mpress_plan_options io = *o;
+        int warm = -1;
+        for (int i = 0; i < N_BASELINES; i++)
+            if (bev[i].fits && (warm < 0 || bev[i].iteration_s < bev[warm].iteration_s))
+                warm = i;
+        io.warm_start = warm >= 0 ? &base[warm] : NULL;
+        rc = mpress_plan_ilp(p, topo, &io, &chosen, &solver, err);
         if (rc == MPRESS_EINFEASIBLE) {
             explain_short(&bev[closest], baseline_policies[closest], err);
             goto done;

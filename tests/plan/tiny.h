@@ -75,7 +75,7 @@ static inline void tiny_topo(struct mpress_topology *t, int g, int nvswitch, uin
         t->gpus[i].memory_bytes = cap_mb * MB + MB / 2;
         t->gpus[i].reserve_bytes = 10 * MB;
         t->gpus[i].hbm_bytes_per_s = 100000 * MB;
-        t->gpus[i].nvlink_ports = nvswitch ? 2 : 0;
+        t->gpus[i].nvlink_ports = nvswitch ? 2 : 4;
         t->gpus[i].pcie_switch = 0;
         for (int j = 0; j < g; j++)
             t->nvlinks[i][j] = nvswitch && i != j ? 2 : 0;
@@ -90,6 +90,14 @@ static inline void tiny_profile_init(struct mpress_profile *p)
     snprintf(p->model.name, sizeof(p->model.name), "tiny");
     snprintf(p->model.family, sizeof(p->model.family), "gpt");
     p->model.micro_batch = 1;
+    p->model.layers = 1;
+    p->model.hidden = 64;
+    p->model.heads = 1;
+    p->model.ffn = 256;
+    p->model.seq = 16;
+    p->model.vocab = 100;
+    snprintf(p->model.dtype, sizeof(p->model.dtype), "fp16");
+    snprintf(p->model.optimizer, sizeof(p->model.optimizer), "adam");
 }
 
 #endif

@@ -70,9 +70,11 @@ struct mpress_plan_options {
      * negative value when there is none yet), best bound and relative gap. */
     void (*progress)(void *ctx, double incumbent, double bound, double gap);
     void *progress_ctx;
+    /* Optional: a plan the MILP starts from as its first incumbent (e.g. the best baseline). */
+    const struct mpress_assignment *warm_start;
 };
 
-/* Defaults: 1f1b, 16 micro-batches, ilp, automatic cuts, no limits, gap 1e-4. */
+/* Defaults: 1f1b, 16 micro-batches, ilp, automatic cuts, no limits, gap 1 %. */
 void mpress_plan_options_init(struct mpress_plan_options *o);
 
 /* Builds the assignment of one baseline policy ("none", "recompute", "swap", "greedy") and

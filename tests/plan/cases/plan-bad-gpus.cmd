@@ -1,0 +1,1 @@
+"$MPRESS" plan --gpus 0

@@ -1,0 +1,1 @@
+"$MPRESS" plan "$SRC/profiles/bert-large.v100.json" --topology dgx2 --gpus 4 --policy recompute --schedule gpipe --micro-batches 8 -o - | python3 -c "import json,sys; d=json.load(sys.stdin); print(d[\"policy\"], d[\"schedule\"], d[\"micro_batches\"], len(d[\"stages\"]), sorted(set(a[\"action\"] for a in d[\"actions\"])), d[\"solver\"][\"status\"])"

@@ -1,0 +1,171 @@
+/* The planner's cost model on hand-worked cases (numbers computed by hand from the formulas in
+ * docs/cost-model.md, "Planner cost model"), malformed assignments, and a whole plan made by
+ * mpress_plan_create that the strict plan loader accepts. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tiny.h"
+
+/* Two ops on two GPUs joined by one NVLink (1000 MB/s), PCIe 300 MB/s, one switch 400 MB/s.
+ * op0: fwd 10 ms, bwd 20 ms, 10 M params (P 20 MB, G 20 MB, O 120 MB), output 5 MB, saves
+ * t0 = 100 MB (recompute 4 ms). op1: fwd 20 ms, bwd 40 ms, no params, saves t1 = 50 MB. */
+static void instance(struct mpress_profile *p, struct mpress_topology *t, uint64_t cap_mb)
+{
+    tiny_profile_init(p);
+    struct mpress_op *op = tiny_op(p, "mlp", 0.010, 10, 5, 1);
+    snprintf(op->tensors[0].name, sizeof(op->tensors[0].name), "t0");
+    op->tensors[0].bytes = 100 * MB;
+    op->tensors[0].recompute_s = 0.004;
+    op = tiny_op(p, "attn", 0.020, 0, 7, 1);
+    snprintf(op->tensors[0].name, sizeof(op->tensors[0].name), "t1");
+    op->tensors[0].bytes = 50 * MB;
+    op->tensors[0].recompute_s = 0.010;
+    op->tensors[0].recompute_op = 1;
+    tiny_topo(t, 2, 0, cap_mb);
+    t->nvlinks[0][1] = t->nvlinks[1][0] = 1;
+}
+
+static void two_stages(struct mpress_assignment *a)
+{
+    a->n_stages = 2;
+    a->stages[0] = (struct mpress_plan_stage){0, 0, 0, 0};
+    a->stages[1] = (struct mpress_plan_stage){1, 1, 1, 0};
+}
+
+static void set(struct mpress_assignment *a, int j, enum mpress_action kind)
+{
+    a->actions[j].action = kind;
+    a->actions[j].n_peers = 0;
+    a->actions[j].evict_after_op = kind ? a->actions[j].op : -1;
+    a->actions[j].prefetch_before_op = kind ? a->actions[j].op : -1;
+}
+
+int main(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t;
+    struct mpress_assignment a;
+    struct mpress_plan_eval ev;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    instance(&p, &t, 1000);
+    CHECK_INT(mpress_assignment_init(&a, &p, &err), 0);
+    two_stages(&a);
+
+    /* A: keep everything, 1F1B, M = 4: n_0 = 2, n_1 = 1. */
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_INT(ev.gpus[0].weights, 20 * MB);
+    CHECK_INT(ev.gpus[0].optimizer, 120 * MB);
+    CHECK_INT(ev.gpus[0].activations, 200 * MB);
+    CHECK_INT(ev.gpus[0].buffers, 10 * MB);       /* 2 x (0 in + 5 out) */
+    CHECK_INT(ev.gpus[0].peak, 380 * MB);         /* 20+20+120+200+10+10 reserve */
+    CHECK_INT(ev.gpus[1].peak, 70 * MB);          /* 50 + 2 x 5 + 10 */
+    CHECK_NEAR(ev.cycle_s, 0.060, 1e-12);         /* stage 1 compute */
+    CHECK_NEAR(ev.fill_drain_s, 0.100, 1e-12);    /* 0.03 + 0.06 + 2 x 5 MB / 1000 MB/s */
+    CHECK_NEAR(ev.tail_s, 0.003, 1e-12);          /* (40+20+240) MB / 100000 MB/s */
+    CHECK_NEAR(ev.iteration_s, 0.283, 1e-12);     /* 0.1 + 3 x 0.06 + 0.003 */
+    CHECK_NEAR(ev.samples_per_s, 4 / 0.283, 1e-12);
+    CHECK(ev.fits);
+    CHECK_STR(ev.bottleneck, "stage 1 compute");
+
+    /* GPipe holds all M micro-batches; async stashes n_k weight versions. */
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_GPIPE, 4, &a, &ev, &err), 0);
+    CHECK_INT(ev.gpus[0].peak, 580 * MB);
+    CHECK_INT(ev.gpus[1].peak, 220 * MB);
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_ASYNC, 4, &a, &ev, &err), 0);
+    CHECK_INT(ev.gpus[0].weights, 40 * MB);
+    CHECK_INT(ev.gpus[0].peak, 400 * MB);
+
+    /* B: t0 D2D to GPU 1, t1 to host, stage 0's optimizer on the host. */
+    a.actions[0].action = MPRESS_ACTION_D2D_SWAP;
+    a.actions[0].n_peers = 1;
+    a.actions[0].peers[0] = 1;
+    a.actions[0].peer_bytes[0] = 100 * MB;
+    a.actions[0].evict_after_op = a.actions[0].prefetch_before_op = 0;
+    set(&a, 1, MPRESS_ACTION_HOST_SWAP);
+    a.stages[0].optimizer_on_host = 1;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_INT(ev.gpus[0].peak, 160 * MB);   /* 20+20+0 opt+0 act+100 working+10+10 */
+    CHECK_INT(ev.gpus[1].parked, 200 * MB); /* n_0 = 2 copies of 100 MB */
+    CHECK_INT(ev.gpus[1].peak, 270 * MB);   /* 0 act + 50 working + 10 + 200 parked + 10 */
+    CHECK_INT(ev.host_bytes, 170 * MB);     /* 1 x 50 MB swapped + 120 MB optimizer */
+    /* NVLink 0-1 carries 100 + 5 MB: 0.105 s; PCIe of GPU 1: 50 / 300; uplink 50 / 400. */
+    CHECK_NEAR(ev.cycle_s, 50.0 / 300.0, 1e-12);
+    CHECK_STR(ev.bottleneck, "pcie gpu 1");
+    /* Host step: (20+20) MB / 300 MB/s over PCIe, then 300 MB / 2000 MB/s. */
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.15, 1e-12);
+    CHECK_NEAR(ev.iteration_s, 0.1 + 3 * (50.0 / 300.0) + 40.0 / 300.0 + 0.15, 1e-12);
+    CHECK_INT(ev.action_bytes[MPRESS_ACTION_D2D_SWAP], 100 * MB);
+    CHECK_INT(ev.action_bytes[MPRESS_ACTION_HOST_SWAP], 50 * MB);
+
+    /* C: recompute t0 instead: 4 ms more compute in stage 0, still under stage 1's 60 ms. */
+    set(&a, 0, MPRESS_ACTION_RECOMPUTE);
+    set(&a, 1, MPRESS_ACTION_KEEP);
+    a.stages[0].optimizer_on_host = 0;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.stage_s[0], 0.034, 1e-12);
+    CHECK_NEAR(ev.iteration_s, 0.104 + 3 * 0.06 + 0.003, 1e-12);
+    CHECK_INT(ev.gpus[0].activations, 0);
+    CHECK_INT(ev.gpus[0].working, 100 * MB);
+
+    /* Short by half a MB: capacity 379.5 MB against a peak of 380 MB. */
+    set(&a, 0, MPRESS_ACTION_KEEP);
+    t.gpus[0].memory_bytes = 379 * MB + MB / 2;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK(!ev.fits);
+    CHECK_INT(ev.short_gpu, 0);
+    CHECK_INT(ev.short_bytes, MB / 2);
+
+    /* Malformed: D2D to a GPU without NVLink, shares that do not add up, a gap in the ops. */
+    t.nvlinks[0][1] = t.nvlinks[1][0] = 0;
+    a.actions[0].action = MPRESS_ACTION_D2D_SWAP;
+    a.actions[0].n_peers = 1;
+    a.actions[0].peers[0] = 1;
+    a.actions[0].peer_bytes[0] = 100 * MB;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), MPRESS_EINPUT);
+    t.nvlinks[0][1] = t.nvlinks[1][0] = 1;
+    a.actions[0].peer_bytes[0] = 99 * MB;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), MPRESS_EINPUT);
+    set(&a, 0, MPRESS_ACTION_KEEP);
+    a.stages[1].first_op = 2;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), MPRESS_EINPUT);
+    mpress_assignment_finish(&a);
+
+    /* Baselines on the instance (capacity 1000 MB): one stage per GPU, cut after op 0. */
+    t.gpus[0].memory_bytes = 1000 * MB;
+    struct mpress_plan_options o;
+    mpress_plan_options_init(&o);
+    o.micro_batches = 4;
+    CHECK_INT(mpress_plan_baseline(&p, &t, &o, "recompute", &a, &ev, &err), 0);
+    CHECK_INT(a.n_stages, 2);
+    CHECK_INT(a.actions[0].action, MPRESS_ACTION_RECOMPUTE);
+    CHECK_NEAR(ev.iteration_s, 0.114 + 3 * 0.07 + 0.003, 1e-12);
+    mpress_assignment_finish(&a);
+
+    /* A whole plan: the MILP beats or ties every baseline, and the strict loader accepts it. */
+    struct mpress_plan plan;
+    CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), 0);
+    for (int i = 0; i < plan.n_baselines; i++)
+        if (plan.baselines[i].fits)
+            CHECK(plan.iteration_s <= plan.baselines[i].iteration_s * (1 + 1e-9));
+    char path[] = "plan-eval-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    mpress_error_clear(&err);
+    CHECK_INT(mpress_plan_save(path, &plan, &err), 0);
+    char kind[32];
+    CHECK_INT(mpress_validate_file(path, kind, sizeof(kind), &err), 0);
+    CHECK_STR(kind, "mpress-plan");
+    unlink(path);
+    mpress_plan_finish(&plan);
+
+    /* Nothing fits in 100 MB per GPU: infeasible, naming a GPU and a shortfall. */
+    t.gpus[0].memory_bytes = t.gpus[1].memory_bytes = 100 * MB;
+    CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), MPRESS_EINFEASIBLE);
+    CHECK(strstr(err.text, "short by") != NULL);
+    mpress_profile_finish(&p);
+    return check_done();
+}
