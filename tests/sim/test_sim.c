@@ -255,6 +255,11 @@ static void test_host_swap_does_not_fit(void)
     CHECK_NEAR(S->iteration_s, 17.25, 1e-9);
     CHECK_NEAR(S->gpus[0].stall_swap_s, 8, 1e-9);
     CHECK_NEAR(S->gpus[0].stall_boundary_s, 0, 1e-12);
+    /* A tensor waiting for the D2H engine is still on the GPU (the backlog the planner's
+     * memory model leaves out): at t=3, 0.7 + mb0 in flight 4 + mb1 queued 4 = 8.7 GB; at t=6,
+     * 0.7 + mb0 coming back 4 + mb1 going out 4 + gradient buffer mb0 1 = 9.7 GB. */
+    CHECK_INT(mpress_sim_memory_at(s, 0, 3.0), 87 * GB / 10);
+    CHECK_INT(mpress_sim_memory_at(s, 0, 6.0), 97 * GB / 10);
     mpress_sim_destroy(s);
 }
 
