@@ -26,7 +26,7 @@ static void help(void)
            "Options:\n"
            "  --backend NAME     sim (the default and the only backend in this build; host\n"
            "                     and cuda are not available yet and exit 4)\n"
-           "  --iterations N     iterations to replay, 1 to 1000 (default 3); the last one\n"
+           "  --iterations N     iterations to replay, 1 to 20 (default 3); the last one\n"
            "                     is reported as the steady state\n"
            "  --report FILE      write the report as mpress-sim-report JSON\n"
            "  --trace FILE       write a Chrome trace event file (open in Perfetto or\n"
@@ -76,8 +76,8 @@ int cmd_run(int argc, char **argv)
             backend = optarg;
             break;
         case 'i':
-            if (cli_parse_int(optarg, 1, 1000, &iterations))
-                return cli_usage("run", "--iterations: expected an integer from 1 to 1000, "
+            if (cli_parse_int(optarg, 1, 20, &iterations))
+                return cli_usage("run", "--iterations: expected an integer from 1 to 20, "
                                         "got '%s'", optarg);
             break;
         case 'r':
