@@ -485,8 +485,7 @@ static void lay_backward(struct mpress_sim *sim, struct layout *L, const int *ac
  * reads the gradients and optimizer states and writes the states and weights once, so it takes
  * (grad + 2 x optim + param bytes) / memory bandwidth (HBM for the GPU, host memory for the
  * CPU). Returns the task that completes the step. */
-static int lay_step(struct mpress_sim *sim, int k, int it, double *step_bytes_out,
-                    struct mpress_error *err)
+static int lay_step(struct mpress_sim *sim, int k, int it, struct mpress_error *err)
 {
     const struct mpress_plan *plan = sim->plan;
     const struct mpress_profile *pr = &plan->profile;
@@ -500,7 +499,6 @@ static int lay_step(struct mpress_sim *sim, int k, int it, double *step_bytes_ou
         ob += (double)pr->ops[o].optim_bytes;
     }
     double touched = gb + 2 * ob + pb;
-    *step_bytes_out = touched;
     if (!s->optimizer_on_host) {
         int t = new_task(sim, MPRESS_SIM_OPTIMIZER, k, it, -1, -1);
         if (t < 0)
@@ -559,7 +557,6 @@ static int lay_stage(struct mpress_sim *sim, struct layout *L, const int *action
 {
     const struct mpress_plan *plan = sim->plan;
     int S = sim->n_stages, M = sim->M, N = sim->N;
-    double sb;
     if (plan->schedule == MPRESS_SCHEDULE_ASYNC) {
         int U = N * M, w = S - k - 1 < U ? S - k - 1 : U;
         int nf = 0;
@@ -575,7 +572,7 @@ static int lay_stage(struct mpress_sim *sim, struct layout *L, const int *action
             lay_backward(sim, L, action_of, k, nb / M, nb % M);
             if (nb % M == M - 1) {
                 int it = nb / M;
-                step_task[it * S + k] = lay_step(sim, k, it, &sb, err);
+                step_task[it * S + k] = lay_step(sim, k, it, err);
                 if (step_task[it * S + k] < 0)
                     return -1;
             }
@@ -603,7 +600,7 @@ static int lay_stage(struct mpress_sim *sim, struct layout *L, const int *action
         /* Synchronous schedules: the next iteration's first op waits for this step. */
         if (it > 0 && step_task[(it - 1) * S + k] >= 0 && first < sim->seq_len[k])
             add_edge(sim, step_task[(it - 1) * S + k], sim->seq[k][first]);
-        step_task[it * S + k] = lay_step(sim, k, it, &sb, err);
+        step_task[it * S + k] = lay_step(sim, k, it, err);
         if (step_task[it * S + k] < 0)
             return -1;
     }
