@@ -34,6 +34,9 @@ static void help(void)
            "                     engine, counters per link and for each GPU's memory\n"
            "  --svg FILE         write an SVG: memory per GPU over the reported iteration\n"
            "                     and what is resident at each GPU's peak against capacity\n"
+           "  --wait-for-memory  what-if: a compute op whose memory would not fit waits for\n"
+           "                     pending evictions from its GPU instead of running out of\n"
+           "                     memory (a runtime that throttles); reports the time held\n"
            "  -h, --help         show this help\n\n" CLI_EXIT_CODES);
 }
 
@@ -63,12 +66,13 @@ int cmd_run(int argc, char **argv)
         {"report", required_argument, NULL, 'r'},
         {"trace", required_argument, NULL, 't'},
         {"svg", required_argument, NULL, 's'},
+        {"wait-for-memory", no_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *backend = "sim", *report = NULL, *trace = NULL, *svg = NULL;
     long iterations = 3;
-    int c;
+    int c, wait_mem = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
@@ -88,6 +92,9 @@ int cmd_run(int argc, char **argv)
             break;
         case 's':
             svg = optarg;
+            break;
+        case 'w':
+            wait_mem = 1;
             break;
         case 'h':
             help();
@@ -129,6 +136,7 @@ int cmd_run(int argc, char **argv)
     struct mpress_sim_options opt;
     mpress_sim_options_init(&opt);
     opt.iterations = (int)iterations;
+    opt.wait_for_memory = wait_mem;
     struct mpress_sim *sim = NULL;
     rc = mpress_sim_run(plan, &opt, &sim, &err);
     if (rc) {

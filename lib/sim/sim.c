@@ -902,6 +902,7 @@ static void make_ready(struct mpress_sim *sim, int t);
 
 static void try_start_stream(struct mpress_sim *sim, int k);
 static void try_start_queue(struct mpress_sim *sim, int q);
+static int must_wait_for_memory(struct mpress_sim *sim, int t, int dev);
 
 static void start_task(struct mpress_sim *sim, int t)
 {
@@ -930,9 +931,27 @@ static void try_start_stream(struct mpress_sim *sim, int k)
         return;
     if (pos > 0 && sim->tasks[sim->seq[k][pos - 1]].state != 3)
         return;
+    int g = sim->stage_gpu[k], it = T->pub.iteration;
+    /* --wait-for-memory: hold a task whose allocations would not fit while evictions from
+     * this GPU are still to free memory (a runtime that waits instead of failing). */
+    if (sim->wait_for_memory) {
+        if (must_wait_for_memory(sim, t, g)) {
+            if (!T->mem_wait) {
+                T->mem_wait = 1;
+                T->mem_wait_s = sim->now;
+            }
+            sim->mem_blocked[k] = 1;
+            return;
+        }
+        if (T->mem_wait) {
+            sim->stall_mem[g * sim->N + it] += sim->now - T->mem_wait_s;
+            sim->busy[g * sim->N + it] += T->dur;
+            start_task(sim, t);
+            return;
+        }
+    }
     /* Stall attribution: the wait after the stream reached this task, caused by the
      * dependency that completed last, counted from when that copy became ready. */
-    int g = sim->stage_gpu[k], it = T->pub.iteration;
     double wait = sim->now - T->head_s;
     if (wait > 0 && T->last_dep >= 0) {
         const struct sim_task *D = &sim->tasks[T->last_dep];
@@ -961,12 +980,29 @@ static void try_start_stream(struct mpress_sim *sim, int k)
     start_task(sim, t);
 }
 
+/* --wait-for-memory: does task t's start allocate more on GPU dev than fits while evictions
+ * from dev are pending? Then it waits. */
+static int must_wait_for_memory(struct mpress_sim *sim, int t, int dev)
+{
+    if (!sim->wait_for_memory || dev < 0 || dev >= sim->n_gpus || sim->pending_evict[dev] <= 0)
+        return 0;
+    int64_t need = 0;
+    for (int m = sim->tasks[t].mem_start; m >= 0; m = sim->memops[m].next)
+        if (sim->memops[m].dev == dev)
+            need += sim->memops[m].delta;
+    return need > 0 && sim->total[dev] + (uint64_t)need > sim->capacity[dev];
+}
+
 static void try_start_queue(struct mpress_sim *sim, int q)
 {
     struct sim_queue *Q = &sim->queues[q];
     if (Q->busy >= 0 || Q->head < 0)
         return;
     int t = Q->head;
+    if (must_wait_for_memory(sim, t, sim->tasks[t].pub.dst)) {
+        sim->queue_blocked[q] = 1;
+        return;
+    }
     Q->head = sim->tasks[t].q_next;
     if (Q->head < 0)
         Q->tail = -1;
@@ -979,6 +1015,8 @@ static void make_ready(struct mpress_sim *sim, int t)
     struct sim_task *T = &sim->tasks[t];
     T->state = 1;
     T->pub.ready_s = sim->now;
+    if (T->pub.kind == MPRESS_SIM_EVICT)
+        sim->pending_evict[T->pub.src]++;
     if (T->stream >= 0) {
         try_start_stream(sim, T->stream);
     } else {
@@ -1015,6 +1053,8 @@ static void finish_task(struct mpress_sim *sim, int t)
     } else if (T->queue >= 0) {
         sim->queues[T->queue].busy = -1;
     }
+    if (T->pub.kind == MPRESS_SIM_EVICT)
+        sim->pending_evict[T->pub.src]--;
     for (int e = T->edge_head; e >= 0; e = sim->edges[e].next) {
         struct sim_task *S = &sim->tasks[sim->edges[e].to];
         S->last_dep = t;
@@ -1025,6 +1065,17 @@ static void finish_task(struct mpress_sim *sim, int t)
         try_start_stream(sim, T->stream);
     else if (T->queue >= 0)
         try_start_queue(sim, T->queue);
+    /* memory may have been freed: streams held by --wait-for-memory try again */
+    for (int k = 0; sim->wait_for_memory && k < sim->n_stages; k++)
+        if (sim->mem_blocked[k]) {
+            sim->mem_blocked[k] = 0;
+            try_start_stream(sim, k);
+        }
+    for (int q = 0; sim->wait_for_memory && q < sim->n_queues; q++)
+        if (sim->queue_blocked[q]) {
+            sim->queue_blocked[q] = 0;
+            try_start_queue(sim, q);
+        }
 }
 
 static void rate_log(struct mpress_sim *sim, int r, double rate)
@@ -1230,6 +1281,7 @@ void mpress_sim_destroy(struct mpress_sim *sim)
             free(sim->res[r].snap);
     free(sim->res);
     free(sim->queues);
+    free(sim->queue_blocked);
     free(sim->active);
     free(sim->scratch);
     free(sim->busy_res);
@@ -1242,6 +1294,7 @@ void mpress_sim_destroy(struct mpress_sim *sim)
     free(sim->stall_swap);
     free(sim->stall_boundary);
     free(sim->stall_opt);
+    free(sim->stall_mem);
     free(sim->summary.links);
     free(sim);
 }
@@ -1274,6 +1327,7 @@ static void summarize(struct mpress_sim *sim)
         G->stall_swap_s = sim->stall_swap[g * N + R];
         G->stall_boundary_s = sim->stall_boundary[g * N + R];
         G->stall_optimizer_s = sim->stall_opt[g * N + R];
+        G->stall_memory_s = sim->stall_mem[g * N + R];
         if (G->out_of_memory) {
             S->out_of_memory = 1;
             if (S->oom_gpu < 0 || G->oom_time_s < S->gpus[S->oom_gpu].oom_time_s)
@@ -1360,20 +1414,23 @@ int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_optio
     sim->seq_cap = calloc((size_t)S, sizeof(int));
     sim->seq_pos = calloc((size_t)S, sizeof(int));
     sim->queues = calloc((size_t)sim->n_queues, sizeof(*sim->queues));
+    sim->queue_blocked = calloc((size_t)sim->n_queues, sizeof(int));
     sim->iter_end = calloc((size_t)N, sizeof(double));
     sim->iter_steps = calloc((size_t)N, sizeof(int));
     sim->busy = calloc((size_t)(G * N), sizeof(double));
     sim->stall_swap = calloc((size_t)(G * N), sizeof(double));
     sim->stall_boundary = calloc((size_t)(G * N), sizeof(double));
     sim->stall_opt = calloc((size_t)(G * N), sizeof(double));
+    sim->stall_mem = calloc((size_t)(G * N), sizeof(double));
+    sim->wait_for_memory = opt->wait_for_memory;
     L.fwd = malloc(cells * sizeof(int));
     L.bwd = malloc(cells * sizeof(int));
     L.bslot_pos = malloc(cells * sizeof(int));
     L.bstart = malloc((size_t)U * (size_t)S * sizeof(int));
     step_task = malloc((size_t)(N * S) * sizeof(int));
-    if (!sim->seq || !sim->seq_len || !sim->seq_cap || !sim->seq_pos || !sim->queues ||
+    if (!sim->seq || !sim->seq_len || !sim->seq_cap || !sim->seq_pos || !sim->queues || !sim->queue_blocked ||
         !sim->iter_end || !sim->iter_steps || !sim->busy || !sim->stall_swap ||
-        !sim->stall_boundary || !sim->stall_opt || !L.fwd || !L.bwd || !L.bslot_pos || !L.bstart ||
+        !sim->stall_boundary || !sim->stall_opt || !sim->stall_mem || !L.fwd || !L.bwd || !L.bslot_pos || !L.bstart ||
         !step_task) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto fail;

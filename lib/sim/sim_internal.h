@@ -34,6 +34,8 @@ struct sim_task {
     double remaining, rate;     /* active transfers */
     int state;                  /* 0 waiting, 1 ready, 2 running, 3 done */
     int ends_iteration;         /* 1: the step that finishes its stage's iteration */
+    int mem_wait;               /* held by --wait-for-memory since mem_wait_s */
+    double mem_wait_s;
 };
 
 struct sim_edge {
@@ -123,7 +125,11 @@ struct mpress_sim {
     long n_log, cap_log;
 
     /* per GPU per iteration stall and busy accumulators: [gpu * N + iteration] */
-    double *busy, *stall_swap, *stall_boundary, *stall_opt;
+    double *busy, *stall_swap, *stall_boundary, *stall_opt, *stall_mem;
+    int wait_for_memory;
+    int pending_evict[MPRESS_MAX_GPUS + 1]; /* evictions from each GPU ready or running */
+    int mem_blocked[MPRESS_MAX_GPUS];       /* stage held by --wait-for-memory */
+    int *queue_blocked;                     /* copy engine held by --wait-for-memory */
 
     double model_flops_per_iter, recompute_flops_per_iter;
     struct mpress_sim_summary summary;

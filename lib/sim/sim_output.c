@@ -224,6 +224,7 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
     json_object_set_new(root, "plan", p);
 
     json_object_set_new(root, "iterations", json_integer(S->iterations));
+    json_object_set_new(root, "wait_for_memory", json_boolean(sim->wait_for_memory));
     json_t *w = json_object();
     json_object_set_new(w, "start_s", json_real(S->iteration_start_s));
     json_object_set_new(w, "end_s", json_real(S->iteration_end_s));
@@ -277,6 +278,7 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
         json_object_set_new(o, "stall_swap_s", json_real(G->stall_swap_s));
         json_object_set_new(o, "stall_boundary_s", json_real(G->stall_boundary_s));
         json_object_set_new(o, "stall_optimizer_s", json_real(G->stall_optimizer_s));
+        json_object_set_new(o, "stall_memory_s", json_real(G->stall_memory_s));
         json_array_append_new(gpus, o);
     }
     json_object_set_new(root, "gpus", gpus);
@@ -376,6 +378,12 @@ char *mpress_sim_render(const struct mpress_sim *sim)
     }
     bprintf(&b, "(busy, swap and boundary stalls over the reported iteration; stalls count "
                 "compute waiting on a copy once the copy could start)\n");
+    if (sim->wait_for_memory) {
+        bprintf(&b, "held for memory (--wait-for-memory), reported iteration:");
+        for (int g = 0; g < S->n_gpus; g++)
+            bprintf(&b, "%s gpu %d %.4f s", g ? "," : "", g, S->gpus[g].stall_memory_s);
+        bprintf(&b, "\n");
+    }
     int tight = -1;
     for (int g = 0; g < S->n_gpus; g++)
         if (S->gpus[g].capacity &&

@@ -583,6 +583,55 @@ static void test_host_optimizer(void)
     mpress_sim_destroy(s);
 }
 
+/* --wait-for-memory: 4 GB host swap on stage 0, empty boundary tensors, 8 GB of capacity.
+ *   At t=1 F1 wants 4 GB while gpu 0 holds 0.7 + mb0 in flight 4: 8.7 > 8, and mb0's eviction
+ *   is pending, so F1 waits for it to end at 5: F1 [5,6]. Evict mb1 [6,10]. Prefetch mb0
+ *   (issued when F1 ends) would make 8.7 GB while mb1's eviction is pending: the H2D engine
+ *   waits until 10: [10,14]; B0 [14,16]; prefetch mb1 [16,20]; B1 [20,22]; step [22,22.25].
+ *   Stage 1 (no swaps): F0 [1,2], B0 [2,4], F1 [6,7], B1 [7,9]. Iteration 22.25 s; F1 held
+ *   4 s for memory (the held prefetch shows up as B0's swap stall); peak 4.7 GB. */
+static void test_wait_for_memory(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, 4 * GB);
+    f.ops[0].output_bytes = 0;
+    for (int g = 0; g < 3; g++)
+        f.plan.topology.gpus[g].memory_bytes = 8 * GB;
+    add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
+    struct mpress_sim_options o;
+    mpress_sim_options_init(&o);
+    o.iterations = 2;
+    o.wait_for_memory = 1;
+    struct mpress_sim *s = NULL;
+    struct mpress_error err;
+    CHECK_INT(mpress_sim_run(&f.plan, &o, &s, &err), 0);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 0), 1, 5);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 0, 0, 1), 5, 6);
+    CHECK_SPAN(find(s, MPRESS_SIM_EVICT, 0, 0, 1), 6, 10);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 10, 14);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 0), 14, 16);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 1), 16, 20);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 1), 20, 22);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 1, 0, 1), 6, 7);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 1, 0, 1), 7, 9);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK_NEAR(S->iteration_s, 22.25, 1e-9);
+    CHECK_NEAR(S->gpus[0].stall_memory_s, 4, 1e-9);
+    CHECK_INT(S->gpus[0].peak, 47 * GB / 10);
+    CHECK(!S->out_of_memory);
+    mpress_sim_destroy(s);
+    /* without it, the same plan runs out of memory when F1 starts at t=1 */
+    o.wait_for_memory = 0;
+    CHECK_INT(mpress_sim_run(&f.plan, &o, &s, &err), 0);
+    if (!s)
+        return;
+    CHECK(mpress_sim_summary_get(s)->out_of_memory);
+    CHECK_NEAR(mpress_sim_summary_get(s)->gpus[0].oom_time_s, 1, 1e-12);
+    mpress_sim_destroy(s);
+}
+
 /* Invariants over many random plans (seeded, so the run is reproducible): the replay finishes,
  * no two tasks overlap on one compute stream, no task starts before it is ready, every byte
  * allocated is freed by the end (each GPU returns to model states + reserve, the host to 0), and
@@ -766,6 +815,7 @@ int main(void)
     test_rejects();
     test_nvswitch_ports();
     test_host_optimizer();
+    test_wait_for_memory();
     test_cross_socket_boundary();
     test_random_invariants();
     return check_done();

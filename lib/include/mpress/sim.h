@@ -17,6 +17,10 @@ extern "C" {
 
 struct mpress_sim_options {
     int iterations;             /* >= 1; the last one is reported as the steady state */
+    /* 0 (default): allocations never wait; going over capacity is out of memory.
+     * 1: a compute task whose allocations would not fit waits while evictions from its GPU
+     * are pending (what a runtime that throttles instead of failing would do). */
+    int wait_for_memory;
 };
 void mpress_sim_options_init(struct mpress_sim_options *opt); /* iterations = 3 */
 
@@ -58,6 +62,7 @@ struct mpress_sim_gpu {
     double stall_swap_s;        /* compute waiting on an eviction or prefetch copy */
     double stall_boundary_s;    /* compute waiting on a boundary send/recv copy */
     double stall_optimizer_s;   /* compute waiting on a host optimizer step */
+    double stall_memory_s;      /* compute held for memory (wait_for_memory only) */
 };
 
 struct mpress_sim_link {
