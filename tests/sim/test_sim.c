@@ -648,6 +648,7 @@ static void test_random_invariants(void)
     enum { OPS = 12, GPUS = 4 };
     static struct mpress_op ops[OPS];
     static struct mpress_saved_tensor tens[OPS][3];
+    double held = 0;
     for (int trial = 0; trial < 60; trial++) {
         struct mpress_plan p;
         struct mpress_plan_stage stages[GPUS];
@@ -711,7 +712,8 @@ static void test_random_invariants(void)
         struct mpress_topology *t = &p.topology;
         t->n_gpus = GPUS;
         for (int g = 0; g < GPUS; g++) {
-            t->gpus[g].memory_bytes = 100 * GB;
+            /* every fourth trial is tight and waits for memory: it must still finish */
+            t->gpus[g].memory_bytes = trial % 4 == 0 ? GB / 2 : 100 * GB;
             t->gpus[g].reserve_bytes = GB / 4;
             t->gpus[g].hbm_bytes_per_s = 1e12;
             t->gpus[g].pcie_switch = g / 2;
@@ -741,6 +743,7 @@ static void test_random_invariants(void)
         struct mpress_sim_options o;
         mpress_sim_options_init(&o);
         o.iterations = 2;
+        o.wait_for_memory = trial % 4 == 0;
         struct mpress_sim *s = NULL;
         struct mpress_error err;
         mpress_error_clear(&err);
@@ -749,6 +752,8 @@ static void test_random_invariants(void)
         if (rc)
             continue;
         const struct mpress_sim_summary *R = mpress_sim_summary_get(s);
+        for (int g = 0; g < GPUS; g++)
+            held += R->gpus[g].stall_memory_s;
         int n = mpress_sim_task_count(s);
         double last_end[GPUS] = {0};
         int order_ok = 1, ready_ok = 1;
@@ -799,6 +804,7 @@ static void test_random_invariants(void)
         }
         mpress_sim_destroy(s);
     }
+    CHECK_MSG(held > 0, "no random trial waited for memory: the tight trials test nothing");
 }
 
 int main(void)
