@@ -136,7 +136,7 @@ struct mpress_sim {
     int failed;                 /* allocation failure seen */
 };
 
-/* sim_output.c helpers used by sim.c */
+/* In sim_output.c, called by sim.c. */
 void sim_residents_at_peak(struct mpress_sim *sim, int dev, struct mpress_sim_gpu *g);
 
 #endif
