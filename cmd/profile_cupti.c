@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,11 +30,14 @@ static void usage(FILE *out)
             "       mpress profile --probe-bandwidth [-o TOPOLOGY]\n"
             "\n"
             "Runs COMMAND with the CUPTI tracer injected (CUDA_INJECTION64_PATH) and NVTX\n"
-            "ranges routed to CUPTI (NVTX_INJECTION64_PATH), then builds an mpress-profile\n"
-            "(source \"cupti\") from its trace. Ops are NVTX ranges named \"fwd:NAME\" and\n"
-            "\"bwd:NAME\" (or PyTorch's emit_nvtx ranges), steps are ranges named \"step...\";\n"
-            "every kernel, copy, memset and allocation counts toward the innermost range it was\n"
-            "issued in. Rules and the event-file format: docs/event-format.md.\n"
+            "ranges routed to CUPTI through it (NVTX_INJECTION64_PATH), then builds an\n"
+            "mpress-profile (source \"cupti\") from its trace. Ops are NVTX ranges named\n"
+            "\"fwd:NAME\" and \"bwd:NAME\" (or PyTorch's emit_nvtx ranges), steps are ranges\n"
+            "named \"step...\"; every kernel, copy, memset and allocation counts toward the\n"
+            "innermost range it was issued in; device allocations are traced in every run.\n"
+            "If tracing cannot start (no driver, no GPU, another profiler holds CUPTI), COMMAND\n"
+            "still runs and mpress exits 4 saying why.\n"
+            "Rules and the event-file format: docs/event-format.md.\n"
             "\n"
             "  --memory          run COMMAND twice: once for times, once with\n"
             "                    PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync so that every\n"
@@ -58,8 +62,8 @@ static void usage(FILE *out)
             "                    peer access, one direction and both), 64 KiB to 1 GiB, and\n"
             "                    write a topology with bandwidth_source \"measured\"\n"
             "\n"
-            "Environment: MPRESS_INJECT_LIB overrides where the tracer is looked up,\n"
-            "MPRESS_CUPTI_LIB where libcupti is.\n"
+            "Environment: MPRESS_INJECT_LIB overrides where the tracer is looked up;\n"
+            "MPRESS_CUPTI_LIB, when set, is given to NVTX instead of the tracer.\n"
             "\n" CLI_EXIT_CODES);
 }
 
@@ -106,12 +110,13 @@ static int find_inject(char *out, size_t size)
     return -1;
 }
 
-static void find_cupti(char *out, size_t size)
+/* What NVTX_INJECTION64_PATH names: the tracer itself, which hands NVTX to the libcupti it is
+ * linked with (so that NVTX and the tracer share one CUPTI even where the program ships its own
+ * libcupti); $MPRESS_CUPTI_LIB overrides that with a libcupti of one's choosing. */
+static void find_nvtx_injection(char *out, size_t size, const char *inject)
 {
     const char *env = getenv("MPRESS_CUPTI_LIB");
-    struct mpress_trace_paths p;
-    mpress_trace_paths_get(&p);
-    snprintf(out, size, "%s", env && *env ? env : p.cupti[0] ? p.cupti : "libcupti.so");
+    snprintf(out, size, "%s", env && *env ? env : inject);
 }
 
 /* dlsym's object pointer -> a function pointer, the way POSIX allows (ISO C does not). */
@@ -208,24 +213,34 @@ static int write_sitecustomize(char *dir, size_t size)
 
 struct run_env {
     const char *inject;      /* NULL: run without the tracer */
-    const char *cupti;
+    const char *nvtx;        /* NVTX_INJECTION64_PATH */
     const char *events;
     const char *pythonpath_dir; /* NULL: leave PYTHONPATH */
     int memory_pass;
     int stdout_to_stderr;       /* the profile goes to standard output: keep it clean */
 };
 
-/* Runs argv with the tracing environment; returns the wait status, or -1 (errno set). */
+/* Runs argv with the tracing environment; returns the wait status, or -1 (errno set) when it
+ * could not be started at all (a pipe closed on exec carries exec's errno back). */
 static int run_command(char **argv, const struct run_env *e)
 {
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return -1;
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        int saved = errno;
+        close(pfd[0]);
+        close(pfd[1]);
+        errno = saved;
         return -1;
+    }
     if (pid == 0) {
+        close(pfd[0]);
         if (e->inject) {
             setenv("CUDA_INJECTION64_PATH", e->inject, 1);
-            setenv("NVTX_INJECTION64_PATH", e->cupti, 1);
+            setenv("NVTX_INJECTION64_PATH", e->nvtx, 1);
             setenv(MPRESS_EVENTS_ENV, e->events, 1);
         }
         if (e->memory_pass)
@@ -242,9 +257,19 @@ static int run_command(char **argv, const struct run_env *e)
             }
         }
         execvp(argv[0], argv);
-        fprintf(stderr, "mpress: profile: cannot run '%s': %s\n", argv[0], strerror(errno));
+        int err = errno;
+        if (write(pfd[1], &err, sizeof(err)) < 0) {
+            /* the parent then sees status 127 */
+        }
         _exit(127);
     }
+    close(pfd[1]);
+    int exec_errno = 0;
+    ssize_t got;
+    do
+        got = read(pfd[0], &exec_errno, sizeof(exec_errno));
+    while (got < 0 && errno == EINTR);
+    close(pfd[0]);
     /* The program owns the terminal's ^C: mpress waits for it and then analyses. */
     struct sigaction ign, old_int, old_quit;
     memset(&ign, 0, sizeof(ign));
@@ -258,6 +283,10 @@ static int run_command(char **argv, const struct run_env *e)
     while (w < 0 && errno == EINTR);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);
+    if (got == (ssize_t)sizeof(exec_errno) && exec_errno) {
+        errno = exec_errno;
+        return -1;
+    }
     return w < 0 ? -1 : status;
 }
 
@@ -467,7 +496,7 @@ int cmd_profile_cupti(int argc, char **argv)
     char inject[PATH_MAX], cupti[PATH_MAX], events[PATH_MAX], events_mem[PATH_MAX + 16];
     char pydir[PATH_MAX] = "";
     int have_inject = find_inject(inject, sizeof(inject)) == 0;
-    find_cupti(cupti, sizeof(cupti));
+    find_nvtx_injection(cupti, sizeof(cupti), inject);
     if (events_keep) {
         if (strlen(events_keep) >= sizeof(events))
             return cli_usage(cmd, "--events: file name too long");
@@ -490,7 +519,7 @@ int cmd_profile_cupti(int argc, char **argv)
         return MPRESS_ESYSTEM;
     }
 
-    struct run_env env = {.inject = have_inject ? inject : NULL, .cupti = cupti,
+    struct run_env env = {.inject = have_inject ? inject : NULL, .nvtx = cupti,
                           .events = events, .pythonpath_dir = pydir[0] ? pydir : NULL,
                           .stdout_to_stderr = strcmp(out, "-") == 0};
     int status = run_command(prog, &env);
@@ -522,7 +551,13 @@ int cmd_profile_cupti(int argc, char **argv)
         env.memory_pass = 1;
         unlink(events_mem);
         int st2 = run_command(prog, &env);
-        if (st2 != 0 && status == 0 && st2 > 0)
+        if (st2 < 0) {
+            cli_error(cmd, "cannot start '%s' again for the memory pass: %s", prog[0],
+                      strerror(errno));
+            rc = MPRESS_ESYSTEM;
+            goto done;
+        }
+        if (st2 != 0 && status == 0)
             describe_status(st2, how, sizeof(how));
         rc = analyse_events(events_mem, prog[0], &opt, &pm, &sm);
         if (rc)

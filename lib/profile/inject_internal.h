@@ -59,6 +59,16 @@ void CUPTIAPI inject_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 /* The driver's entry point (inject.c). */
 int InitializeInjection(void);
 
+/* NVTX's entry point (inject.c): forwards to the libcupti this library is linked with. */
+int InitializeInjectionNvtx2(void *get_export_table);
+
+/* The function called name in the libcupti this code is linked with, or NULL. */
+int (*inject_cupti_nvtx_entry(const char *name))(void *);
+
+/* Whether a CUPTI reporting version runtime can feed a tracer built against headers of
+ * version built (same major release, same or newer minor release). */
+int inject_version_ok(uint32_t runtime, uint32_t built);
+
 /* CUPTI callback for the NVTX domain: range push/pop (and domain variants) write push/pop
  * events and push/pop an external correlation id equal to the range id, so that every CUDA
  * call inside the range is attributed to it. Registered strings are remembered. */

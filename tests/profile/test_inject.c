@@ -2,12 +2,15 @@
  * and the buffer decoder fed hand-built CUPTI activity buffers. cuptiActivityGetNextRecord
  * walks such buffers without a driver (checked with CUDA 13.0), so the real decoding path
  * runs here; the resulting event file then goes through the analyser. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <generated_nvtx_meta.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include "check.h"
 #include "inject_internal.h"
@@ -70,6 +73,49 @@ int main(void)
     CHECK_INT(sizeof(inject_overhead_t), 56);
     CHECK_INT(sizeof(inject_extcorr_t), 24);
     CHECK_INT(sizeof(inject_device_t), 184);
+
+    /* Which CUPTI may feed records into these layouts: xxyyzz versions since CUDA 13.0. */
+    CHECK_INT(inject_version_ok(130001, 130001), 1);
+    CHECK_INT(inject_version_ok(130000, 130001), 1); /* an update of the same minor release */
+    CHECK_INT(inject_version_ok(130100, 130001), 1);
+    CHECK_INT(inject_version_ok(129999, 130001), 0);
+    CHECK_INT(inject_version_ok(28, 130001), 0);     /* CUDA 12.9 Update 1 counted 1, 2, ... */
+    CHECK_INT(inject_version_ok(140000, 130001), 0);
+
+    /* NVTX_INJECTION64_PATH names the tracer, which must forward to the libcupti it is linked
+     * with: the forward target lives in libcupti, and the exported entry point in the tracer
+     * itself (not libcupti's, which a dlsym on the tracer's handle would also find). */
+    {
+        int (*fwd)(void *) = inject_cupti_nvtx_entry("InitializeInjectionNvtx2");
+        Dl_info info;
+        void *addr = NULL;
+        memcpy(&addr, &fwd, sizeof(addr));
+        CHECK(fwd != NULL);
+        CHECK(fwd && dladdr(addr, &info) && strstr(info.dli_fname, "libcupti") != NULL);
+        const char *lib = getenv("MPRESS_INJECT_LIB");
+        CHECK_MSG(lib && *lib, "%s", "MPRESS_INJECT_LIB names the built tracer");
+        void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
+        CHECK_MSG(h != NULL, "dlopen: %s", dlerror());
+        void *sym = h ? dlsym(h, "InitializeInjectionNvtx2") : NULL;
+        CHECK(sym && dladdr(sym, &info) && strstr(info.dli_fname, "libmpress-inject") != NULL);
+        CHECK(h && dlsym(h, "InitializeInjection") != NULL);
+        if (h)
+            dlclose(h);
+
+        /* And the real NVTX loader (nvtx3, compiled into this test) takes the tracer from
+         * NVTX_INJECTION64_PATH: after the first range call it is loaded. Without a driver
+         * CUPTI has no subscriber to report to; the calls must simply return. */
+        if (lib) {
+            setenv("NVTX_INJECTION64_PATH", lib, 1);
+            nvtxRangePushA("probe");
+            nvtxRangePop();
+            void *again = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+            CHECK_MSG(again != NULL, "%s", "NVTX did not load the tracer");
+            if (again)
+                dlclose(again);
+            unsetenv("NVTX_INJECTION64_PATH");
+        }
+    }
 
     char dir[] = "/tmp/mpress-inject-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
