@@ -14,6 +14,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 fail=0
 step() { echo "== $*"; }
+have_gpu() { nvidia-smi -L >/dev/null 2>&1; }
+if [ "$what" != build ] && ! have_gpu; then
+  echo "check: no GPU (nvidia-smi -L fails): skipped"
+  exit 77
+fi
 
 if [ "$what" = all ] || [ "$what" = build ]; then
   if [ "$nvcc" = - ]; then
@@ -26,10 +31,6 @@ if [ "$what" = all ] || [ "$what" = build ]; then
       -o "$out/sample" "$here/sample.cu" -ldl || exit 1
   fi
   [ "$what" = build ] && exit 0
-fi
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "check: no GPU (nvidia-smi -L fails): skipped"
-  exit 77
 fi
 [ -x "$out/sample" ] || { echo "FAIL $out/sample is missing (run STEP build first)"; exit 1; }
 

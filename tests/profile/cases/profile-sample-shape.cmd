@@ -1,0 +1,1 @@
+"$MPRESS" profile --events "$SRC/tests/profile/events/sample.events" -o "$TMP/p.json" -- && python3 -c "import json,sys; p=json.load(open(sys.argv[1])); [print(o[\"name\"], o[\"fwd_s\"], o[\"bwd_s\"], o[\"param_bytes\"], o[\"grad_bytes\"], o[\"workspace_bytes\"], o[\"output_bytes\"], [t[\"bytes\"] for t in o[\"tensors\"]]) for o in p[\"ops\"]]" "$TMP/p.json"
