@@ -112,8 +112,21 @@ static void *flush_loop(void *arg)
     return NULL;
 }
 
-static void start_flusher(void)
+/* A child forked by the program (data-loader workers) has no flush thread and must leave
+ * CUPTI alone: if it calls exit, finish() must not join a thread of its parent. */
+static void forget_after_fork(void)
 {
+    started = 0;
+    flusher_running = 0;
+}
+
+void inject_flusher_start(void)
+{
+    static int hooked;
+    if (!hooked) {
+        hooked = 1;
+        pthread_atfork(NULL, NULL, forget_after_fork);
+    }
     /* The thread takes no signals: they stay with the program's own threads. */
     sigset_t all, old;
     sigfillset(&all);
@@ -122,7 +135,12 @@ static void start_flusher(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-static void stop_flusher(void)
+int inject_flusher_running(void)
+{
+    return flusher_running;
+}
+
+void inject_flusher_stop(void)
 {
     if (!flusher_running)
         return;
@@ -170,7 +188,7 @@ static void finish(void)
     if (!started)
         return;
     started = 0;
-    stop_flusher();
+    inject_flusher_stop();
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     inject_event("\"ev\":\"end\",\"t\":%llu", (unsigned long long)inject_now());
     inject_flush();
@@ -354,7 +372,7 @@ int InitializeInjection(void)
     }
     cuptiActivityFlushPeriod(FLUSH_PERIOD_MS);
     started = 1;
-    start_flusher();
+    inject_flusher_start();
     atexit(finish);
     install_signal_handlers();
     inject_event("\"ev\":\"status\",\"ok\":true,\"t\":%llu", (unsigned long long)inject_now());

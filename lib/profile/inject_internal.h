@@ -65,6 +65,12 @@ int InitializeInjectionNvtx2(void *get_export_table);
 /* The function called name in the libcupti this code is linked with, or NULL. */
 int (*inject_cupti_nvtx_entry(const char *name))(void *);
 
+/* The thread that hands CUPTI's completed buffers over every 500 ms (inject.c). Stop joins it;
+ * in a child forked after start there is no such thread and stop returns at once. */
+void inject_flusher_start(void);
+void inject_flusher_stop(void);
+int inject_flusher_running(void);
+
 /* Whether a CUPTI reporting version runtime can feed a tracer built against headers of
  * version built (same major release, same or newer minor release). */
 int inject_version_ok(uint32_t runtime, uint32_t built);

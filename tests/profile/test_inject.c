@@ -117,6 +117,29 @@ int main(void)
         }
     }
 
+    /* The flush thread runs until stopped. A child forked while it runs has no such thread
+     * and must not act as if it had one (nor touch CUPTI at its exit): it forgets it. */
+    {
+        inject_flusher_start();
+        CHECK_INT(inject_flusher_running(), 1);
+        pid_t child = fork();
+        if (child == 0) {
+            alarm(10); /* a hang becomes a failure */
+            int forgot = !inject_flusher_running();
+            inject_flusher_stop();
+            _exit(forgot ? 0 : 3);
+        }
+        int st = -1;
+        if (child > 0)
+            waitpid(child, &st, 0);
+        CHECK_MSG(child > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "forked child: wait status %d (exit 3: it kept its parent's flusher)", st);
+        CHECK_INT(inject_flusher_running(), 1);
+        inject_flusher_stop();
+        CHECK_INT(inject_flusher_running(), 0);
+        inject_flusher_stop(); /* twice is harmless */
+    }
+
     char dir[] = "/tmp/mpress-inject-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     char path[256];
