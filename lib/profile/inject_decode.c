@@ -177,17 +177,31 @@ static const char *pool_op(unsigned k)
     }
 }
 
+/* A GPU activity without usable times: CUPTI writes 0 (CUPTI_TIMESTAMP_UNKNOWN) where it
+ * could not time a kernel (no device memory for the timestamps), and a forced flush hands over
+ * records whose end has not been written yet. They are left out (and counted), since an
+ * activity that ends before it starts is an error to the event-file reader. */
+static int untimed(uint64_t start, uint64_t end)
+{
+    return start == 0 || end == 0 || end < start;
+}
+
 uint64_t inject_decode_buffer(uint8_t *buf, size_t valid, uint64_t *unknown)
 {
     CUpti_Activity *rec = NULL;
-    uint64_t n = 0;
+    uint64_t n = 0, n_untimed = 0;
     char name[1024];
-    while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+    CUptiResult r;
+    while ((r = cuptiActivityGetNextRecord(buf, valid, &rec)) == CUPTI_SUCCESS) {
         n++;
         switch (rec->kind) {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
             const inject_kernel_t *k = (const void *)rec;
+            if (untimed(k->start, k->end)) {
+                n_untimed++;
+                break;
+            }
             inject_event("\"ev\":\"kernel\",\"corr\":%" PRIu32 ",\"dev\":%" PRIu32
                          ",\"stream\":%" PRIu32 ",\"start\":%" PRIu64 ",\"end\":%" PRIu64
                          ",\"name\":%s",
@@ -197,6 +211,10 @@ uint64_t inject_decode_buffer(uint8_t *buf, size_t valid, uint64_t *unknown)
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const inject_memcpy_t *m = (const void *)rec;
+            if (untimed(m->start, m->end)) {
+                n_untimed++;
+                break;
+            }
             inject_event("\"ev\":\"memcpy\",\"corr\":%" PRIu32 ",\"dev\":%" PRIu32
                          ",\"src\":%" PRIu32 ",\"dst\":%" PRIu32 ",\"kind\":\"%s\",\"bytes\":%" PRIu64
                          ",\"start\":%" PRIu64 ",\"end\":%" PRIu64,
@@ -206,6 +224,10 @@ uint64_t inject_decode_buffer(uint8_t *buf, size_t valid, uint64_t *unknown)
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY2: {
             const inject_memcpy2_t *m = (const void *)rec;
+            if (untimed(m->start, m->end)) {
+                n_untimed++;
+                break;
+            }
             inject_event("\"ev\":\"memcpy\",\"corr\":%" PRIu32 ",\"dev\":%" PRIu32
                          ",\"src\":%" PRIu32 ",\"dst\":%" PRIu32 ",\"kind\":\"%s\",\"bytes\":%" PRIu64
                          ",\"start\":%" PRIu64 ",\"end\":%" PRIu64,
@@ -215,6 +237,10 @@ uint64_t inject_decode_buffer(uint8_t *buf, size_t valid, uint64_t *unknown)
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
             const inject_memset_t *m = (const void *)rec;
+            if (untimed(m->start, m->end)) {
+                n_untimed++;
+                break;
+            }
             inject_event("\"ev\":\"memset\",\"corr\":%" PRIu32 ",\"dev\":%" PRIu32
                          ",\"bytes\":%" PRIu64 ",\"start\":%" PRIu64 ",\"end\":%" PRIu64,
                          m->correlationId, m->deviceId, m->bytes, m->start, m->end);
@@ -295,6 +321,18 @@ uint64_t inject_decode_buffer(uint8_t *buf, size_t valid, uint64_t *unknown)
                 (*unknown)++;
             break;
         }
+    }
+    if (n_untimed)
+        inject_event("\"ev\":\"dropped\",\"n\":%" PRIu64 ",\"why\":\"no timestamps\"",
+                     n_untimed);
+    /* CUPTI_ERROR_INVALID_KIND: an incomplete or invalid record; the walk cannot go past it. */
+    if (r != CUPTI_ERROR_MAX_LIMIT_REACHED) {
+        const char *text = "unknown error";
+        cuptiGetResultString(r, &text);
+        char t[256];
+        inject_event("\"ev\":\"note\",\"what\":\"cuptiActivityGetNextRecord\",\"text\":"
+                     "%s,\"records_read\":%" PRIu64,
+                     inject_json_string(t, sizeof(t), text), n);
     }
     return n;
 }

@@ -322,6 +322,16 @@ int main(void)
     oh.start = t0 + 2000;
     oh.end = t0 + 2100;
     APPEND(oh);
+    /* Kernels CUPTI could not time (0 = CUPTI_TIMESTAMP_UNKNOWN), or whose end a forced
+     * flush handed over before it was written: left out and counted, never written with an
+     * end before their start (the reader would refuse the whole file). */
+    inject_kernel_t untimed = k;
+    untimed.start = 0;
+    untimed.end = 0;
+    APPEND(untimed);
+    untimed.start = t0 + 3000;
+    untimed.end = 0;
+    APPEND(untimed);
     CUpti_ActivityContext3 ctx;
     memset(&ctx, 0, sizeof(ctx));
     ctx.kind = CUPTI_ACTIVITY_KIND_CONTEXT;
@@ -332,7 +342,7 @@ int main(void)
     uint64_t unknown = 0;
     inject_set_output(-1);
     uint64_t n = inject_decode_buffer(buf, used, &unknown);
-    CHECK_INT(n, 16); /* every record above, the unknown one included */
+    CHECK_INT(n, 18); /* every record above, the unknown one included */
     CHECK_INT(unknown, 1);
     inject_set_output(fileno(f));
     inject_buffer_completed(NULL, 0, buf, 1 << 16, used);
@@ -344,7 +354,7 @@ int main(void)
     FILE *r = fopen(path, "r");
     char line[4096];
     int saw_kernel = 0, saw_pool = 0, saw_api = 0, saw_marker = 0, saw_over = 0, pushes = 0;
-    int saw_parent = 0, saw_child = 0;
+    int saw_parent = 0, saw_child = 0, saw_untimed = 0, saw_walk_note = 0, kernels = 0;
     while (r && fgets(line, sizeof(line), r)) {
         saw_kernel += strstr(line, "\"name\":\"gemm<\\\"x\\\">\"") != NULL;
         saw_pool += strstr(line, "\"ev\":\"pool\",\"op\":\"created\"") != NULL;
@@ -354,6 +364,9 @@ int main(void)
         pushes += strstr(line, "\"ev\":\"push\"") != NULL;
         saw_parent += strstr(line, "\"id\":2,\"parent\":1,") != NULL;
         saw_child += strstr(line, "from the child") != NULL;
+        saw_untimed += strstr(line, "\"ev\":\"dropped\",\"n\":2,\"why\":\"no timestamps\"") != NULL;
+        saw_walk_note += strstr(line, "cuptiActivityGetNextRecord") != NULL;
+        kernels += strstr(line, "\"ev\":\"kernel\"") != NULL;
     }
     if (r)
         fclose(r);
@@ -365,6 +378,9 @@ int main(void)
     CHECK_INT(pushes, 4);
     CHECK_INT(saw_parent, 1);
     CHECK_INT(saw_child, 0);
+    CHECK_INT(saw_untimed, 1);
+    CHECK_INT(kernels, 1);
+    CHECK_INT(saw_walk_note, 0); /* the walk reached the end of the buffer */
 
     /* And the analysis of what the tracer wrote. */
     struct mpress_trace *t = NULL;
@@ -390,6 +406,7 @@ int main(void)
         CHECK_STR(p.device, "NVIDIA Fake");
         CHECK_INT(s.n_unattributed, 1); /* the host-to-device copy */
         CHECK_INT(s.n_allocs, 1);       /* pinned memory is not device memory */
+        CHECK_INT(s.dropped_records, 2); /* the two untimed kernels */
         CHECK_INT(p.model.layers, 1);
         mpress_profile_finish(&p);
         mpress_trace_destroy(t);
