@@ -139,7 +139,7 @@ const char *mpress_probe_kind_name(enum mpress_probe_kind k);
 struct mpress_trace_paths {
     const char *inject_build;    /* in the build tree */
     const char *inject_install;  /* under the install prefix */
-    const char *cupti;           /* libcupti.so, for NVTX_INJECTION64_PATH */
+    const char *cupti;           /* the libcupti.so the build found (the tracer's RUNPATH) */
 };
 void mpress_trace_paths_get(struct mpress_trace_paths *out);
 
