@@ -693,13 +693,34 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
                            c.n_steps - c.first_used);
     }
     m->layers = max_layer + 1;
+
+    /* Which steps trained: a step range holding no op range (the tail after the last
+     * optimizer step that --nvtx-torch leaves open until exit) is not a step time, and the
+     * step whose saved tensors are listed is the last one that ran a backward op (else a
+     * forward one): a run that died mid-step, or such a tail, would list none. */
+    int ref_step = -1, ref_fwd = -1;
+    for (int s = 0; s < c.n_steps; s++)
+        stepw[s] = -1;
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        const struct rinfo *r = &c.ri[i];
+        if (r->oplevel != (long)i || r->op < 0 || r->step < 0)
+            continue;
+        stepw[r->step] = 0;
+        if (r->cls == RC_BWD && r->step > ref_step)
+            ref_step = r->step;
+        if (r->cls == RC_FWD && r->step > ref_fwd)
+            ref_fwd = r->step;
+    }
+    if (ref_step < 0)
+        ref_step = ref_fwd >= 0 ? ref_fwd : c.n_steps - 1;
     if (c.has_steps) {
         for (int s = 0; s < c.n_steps; s++)
-            stepw[s] = (double)(c.steps[s].end - c.steps[s].start) * 1e-9;
+            if (stepw[s] == 0)
+                stepw[s] = (double)(c.steps[s].end - c.steps[s].start) * 1e-9;
         sum->step_s = median(stepw + c.first_used, c.n_steps - c.first_used);
     }
 
-    rc = memory_pass(&c, p, sum, c.n_steps - 1, err);
+    rc = memory_pass(&c, p, sum, ref_step, err);
     if (rc)
         goto fail;
     for (int k = 0; k < p->n_ops; k++)

@@ -313,6 +313,29 @@ static void test_errors(void)
     CHECK_INT(mpress_trace_load("/nonexistent/x.events", &t, &err), MPRESS_EINPUT);
 }
 
+/* tail.events: step 0 (warm-up) and step 1 each allocate 100 B in fwd:x and free it in bwd:x;
+ * step 2 holds no op range (what --nvtx-torch leaves open after the last optimizer step). Step
+ * 2 is no training step: the step time is step 1's alone, [200, 300] = 100 ns, and the saved
+ * tensors come from step 1, the last step that ran a backward op (100 B). */
+static void test_tail_step(void)
+{
+    struct mpress_profile p;
+    struct mpress_trace_summary s;
+    if (analyse("tail.events", -1, &p, &s) == 0) {
+        CHECK_INT(s.n_steps, 3);
+        CHECK_INT(s.n_steps_used, 2);
+        CHECK_NEAR(s.step_s, 100e-9, 1e-12);
+        CHECK_INT(p.n_ops, 1);
+        if (p.n_ops == 1) {
+            CHECK_INT(p.ops[0].n_tensors, 1);
+            if (p.ops[0].n_tensors == 1)
+                CHECK_INT(p.ops[0].tensors[0].bytes, 100);
+            CHECK_NEAR(p.ops[0].fwd_s, 10e-9, 1e-12); /* kernel [215, 225] */
+        }
+    }
+    mpress_profile_finish(&p);
+}
+
 int main(void)
 {
     srcdir = getenv("MPRESS_SRCDIR");
@@ -326,5 +349,6 @@ int main(void)
     test_torch();
     test_merge();
     test_errors();
+    test_tail_step();
     return check_done();
 }

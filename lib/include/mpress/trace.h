@@ -60,7 +60,8 @@ struct mpress_trace_summary {
     uint64_t n_events;
     int n_steps;             /* step ranges (1 when the trace has none: the whole run) */
     int n_steps_used;        /* after warm-up */
-    double step_s;           /* median wall time of the used steps, 0 without step ranges */
+    double step_s;           /* median wall time of the used steps that hold an op range, 0
+                              * without step ranges */
     uint64_t n_gpu_activities;    /* kernels, memcpys and memsets */
     uint64_t n_unattributed;      /* of those, ones outside every op range */
     uint64_t n_allocs, n_frees;   /* device memory records */
