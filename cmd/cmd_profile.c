@@ -94,10 +94,15 @@ static int list_models(void)
 int cmd_profile(int argc, char **argv)
 {
     const char *cmd = "profile";
-    /* The CUPTI side parses its own options, including -o and --memory. */
+    /* The CUPTI side parses its own options, including -o and --memory; an option only it
+     * knows sends the command there too, so that a forgotten "--" is named as such. */
+    static const char *const cupti_only[] = {"--", "--probe-bandwidth", "--memory",
+                                             "--nvtx-torch", "--events", "--warmup",
+                                             "--model-name"};
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--") == 0 || strcmp(argv[i], "--probe-bandwidth") == 0)
-            return cmd_profile_cupti(argc, argv);
+        for (size_t k = 0; k < sizeof(cupti_only) / sizeof(cupti_only[0]); k++)
+            if (strcmp(argv[i], cupti_only[k]) == 0)
+                return cmd_profile_cupti(argc, argv);
 
     enum { O_ANALYTIC = 256, O_LIST, O_FLASH, O_IMPORT, O_MODEL_CONFIG, O_MODEL, O_GPU,
            O_MICRO_BATCH, O_SEQ, O_DTYPE, O_OPTIMIZER };

@@ -465,6 +465,8 @@ int cmd_profile_cupti(int argc, char **argv)
                 return cli_usage(cmd, "--optimizer must be adam or sgd");
             snprintf(opt.optimizer, sizeof(opt.optimizer), "%s", val);
             i++;
+        } else if (a[0] != '-') {
+            return cli_usage(cmd, "unexpected '%s': put -- before the command to profile", a);
         } else {
             return cli_usage(cmd, "unknown option '%s' for CUPTI profiling", a);
         }
@@ -475,7 +477,8 @@ int cmd_profile_cupti(int argc, char **argv)
         return probe_bandwidth(out);
     }
     if (dashdash < 0)
-        return cli_usage(cmd, "expected -- COMMAND [ARGS...]");
+        return cli_usage(cmd, "CUPTI profiling needs -- COMMAND [ARGS...] (or --events FILE "
+                              "-- to analyse a kept trace)");
     char **prog = argv + dashdash + 1;
     int nprog = argc - dashdash - 1;
 

@@ -1,1 +1,1 @@
-"$MPRESS" profile --warmup x -- true; echo "exit $?"; "$MPRESS" profile --memory --; echo "exit $?"; "$MPRESS" profile --frobnicate -- true; echo "exit $?"; "$MPRESS" profile --probe-bandwidth --memory; echo "exit $?"
+"$MPRESS" profile --warmup x -- true; echo "exit $?"; "$MPRESS" profile --memory --; echo "exit $?"; "$MPRESS" profile --frobnicate -- true; echo "exit $?"; "$MPRESS" profile --probe-bandwidth --memory; echo "exit $?"; "$MPRESS" profile --memory -o "$TMP/p.json"; echo "exit $?"; "$MPRESS" profile --nvtx-torch python3 train.py; echo "exit $?"
