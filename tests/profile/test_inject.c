@@ -176,6 +176,10 @@ int main(void)
     }
     inject_set_output(-1);
     unlink(path);
+    /* Where CUPTI did start (a GPU machine), hand over what it holds now, with output off, so
+     * that its real device records cannot land in the hand-made trace below. */
+    inject_flusher_stop();
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 
     snprintf(path, sizeof(path), "%s/t.events", dir);
     FILE *f = fopen(path, "w");
