@@ -204,10 +204,20 @@ static void on_fatal(int sig)
     static volatile sig_atomic_t in_handler;
     if (!in_handler) {
         in_handler = 1;
+        /* If the flush hangs (the crash left a lock held, in CUPTI or here), a dying program
+         * must still die rather than keep mpress waiting: the default SIGALRM ends it. */
+        struct sigaction dfl, old_alarm;
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGALRM, &dfl, &old_alarm);
+        unsigned old_left = alarm(5);
         if (started) {
             cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
             inject_flush();
         }
+        /* A program whose own handler survives the signal gets its alarm back. */
+        alarm(old_left);
+        sigaction(SIGALRM, &old_alarm, NULL);
     }
     for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
         if (fatal_signals[i] == sig)
@@ -215,7 +225,7 @@ static void on_fatal(int sig)
     raise(sig);
 }
 
-static void install_signal_handlers(void)
+void inject_install_signal_handlers(void)
 {
     for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++) {
         struct sigaction sa;
@@ -374,7 +384,7 @@ int InitializeInjection(void)
     started = 1;
     inject_flusher_start();
     atexit(finish);
-    install_signal_handlers();
+    inject_install_signal_handlers();
     inject_event("\"ev\":\"status\",\"ok\":true,\"t\":%llu", (unsigned long long)inject_now());
     inject_flush();
     return 1;

@@ -71,6 +71,10 @@ void inject_flusher_start(void);
 void inject_flusher_stop(void);
 int inject_flusher_running(void);
 
+/* SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT: a last forced flush (bounded by a 5 s alarm),
+ * then the signal's previous action (inject.c). */
+void inject_install_signal_handlers(void);
+
 /* Whether a CUPTI reporting version runtime can feed a tracer built against headers of
  * version built (same major release, same or newer minor release). */
 int inject_version_ok(uint32_t runtime, uint32_t built);

@@ -4,6 +4,7 @@
  * runs here; the resulting event file then goes through the analyser. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -55,6 +56,13 @@ static void memory(uint32_t corr, int op, int kind, uint64_t addr, uint64_t byte
     m.bytes = bytes;
     m.timestamp = t;
     APPEND(m);
+}
+
+static volatile sig_atomic_t own_segv_seen;
+static void own_segv(int sig)
+{
+    (void)sig;
+    own_segv_seen = 1;
 }
 
 int main(void)
@@ -138,6 +146,37 @@ int main(void)
         inject_flusher_stop();
         CHECK_INT(inject_flusher_running(), 0);
         inject_flusher_stop(); /* twice is harmless */
+    }
+
+    /* The fatal-signal handler passes the signal on: a program that aborts still dies of
+     * SIGABRT (mpress reports how it ended), and one that handles SIGSEGV itself still gets
+     * it, with its own alarm left as it was. */
+    {
+        pid_t child = fork();
+        if (child == 0) {
+            inject_install_signal_handlers();
+            abort();
+        }
+        int st = 0;
+        if (child > 0)
+            waitpid(child, &st, 0);
+        CHECK_MSG(child > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+                  "aborting child: wait status %d", st);
+        child = fork();
+        if (child == 0) {
+            struct sigaction own;
+            memset(&own, 0, sizeof(own));
+            own.sa_handler = own_segv;
+            sigaction(SIGSEGV, &own, NULL);
+            alarm(30);
+            inject_install_signal_handlers();
+            raise(SIGSEGV);
+            _exit(own_segv_seen && alarm(0) > 20 ? 0 : 1);
+        }
+        if (child > 0)
+            waitpid(child, &st, 0);
+        CHECK_MSG(child > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "child with its own SIGSEGV handler: wait status %d", st);
     }
 
     char dir[] = "/tmp/mpress-inject-XXXXXX";
