@@ -329,6 +329,28 @@ static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
     static const uint64_t sizes[] = {40, 90, 150};
     static const double rec[] = {0.002, 0.012};
     for (int i = 0; i < n; i++) {
+        if (i > 0 && tiny_range(0, 2) == 0 && p->ops[i - 1].n_tensors <= tensors_left) {
+            /* A copy of the previous op: runs of identical blocks, like a model's layers. */
+            const struct mpress_op prev = p->ops[i - 1];
+            struct mpress_op *op = tiny_op(p, prev.kind, prev.fwd_s, 0, 0, prev.n_tensors);
+            struct mpress_saved_tensor *keep = op->tensors;
+            char name[96];
+            memcpy(name, op->name, sizeof(name));
+            *op = p->ops[i - 1];
+            memcpy(op->name, name, sizeof(name));
+            op->tensors = keep;
+            for (int k = 0; k < op->n_tensors; k++) {
+                char id[96];
+                memcpy(id, keep[k].id, sizeof(id));
+                keep[k] = p->ops[i - 1].tensors[k];
+                memcpy(keep[k].id, id, sizeof(id));
+                keep[k].recompute_op = i;
+                acts += keep[k].bytes;
+            }
+            tensors_left -= op->n_tensors;
+            states += op->param_bytes + op->grad_bytes + op->optim_bytes;
+            continue;
+        }
         int nt = tiny_range(0, 2);
         if (nt > tensors_left)
             nt = tensors_left;
