@@ -46,7 +46,8 @@ static void help(void)
            "  -o, --output PLAN     plan file (default plan.json; an existing file is only\n"
            "                        replaced when it is an mpress plan); '-' for stdout\n\n"
            "The plan records every baseline's predicted iteration time (or that it does not\n"
-           "fit). Progress (incumbent, bound, gap) goes to stderr when it is a terminal.\n\n" CLI_EXIT_CODES,
+           "fit). Progress (incumbent, bound, gap) goes to stderr when it is a terminal.\n\n"
+           CLI_EXIT_CODES,
            MPRESS_DEFAULT_MODEL);
 }
 

@@ -268,7 +268,8 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
         bk->p += op->param_bytes / GB;
         bk->g += op->grad_bytes / GB;
         bk->o += op->optim_bytes / GB;
-        bk->opt_touch += plan_optimizer_bytes(op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
+        bk->opt_touch +=
+            plan_optimizer_bytes(op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
         bk->gp += (double)(op->grad_bytes + op->param_bytes) / GB;
         if (op->workspace_bytes / GB > bk->w)
             bk->w = op->workspace_bytes / GB;
@@ -546,7 +547,8 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     c->hp = calloc((size_t)G, sizeof(int));
     c->bnd = calloc((size_t)(N * G * G), sizeof(int));
     c->fl = calloc((size_t)(N * G * G), sizeof(int));
-    if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e || !c->C || !c->ws ||
+    if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e ||
+        !c->C || !c->ws ||
         !c->ov || !c->oh || !c->ot || !c->hp || !c->bnd || !c->fl)
         return -1;
 

@@ -426,8 +426,8 @@ int main(void)
         mpress_error_clear(&err);
         int rc = mpress_plan_ilp(&p, &t, &o, &ia, &st, &err);
         if (isinf(b.best)) {
-            CHECK_MSG(rc == MPRESS_EINFEASIBLE, "instance %d: nothing fits but the MILP says %d (%s)",
-                      inst, rc, err.text);
+            CHECK_MSG(rc == MPRESS_EINFEASIBLE,
+                      "instance %d: nothing fits but the MILP says %d (%s)", inst, rc, err.text);
             if (rc == 0) {
                 struct mpress_plan_eval ev;
                 mpress_plan_evaluate(&p, &t, sched, M, &ia, &ev, NULL);
