@@ -157,7 +157,8 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
             relevant = ev->gpus[h].peak > ev->gpus[h].capacity && ev->gpus[h].parked > 0;
         if (!relevant && !ev->host_short)
             continue;
-        if (!st->optimizer_on_host) {
+        /* The host takes optimizer states only when it can run their step. */
+        if (!st->optimizer_on_host && plan_host_bw(topo) > 0 && topo->pcie_bytes_per_s > 0) {
             st->optimizer_on_host = 1;
             if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial, NULL) ==
                 0) {
