@@ -238,11 +238,13 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
     }
     /* Apply the move to best_j, then to the other keep tensors of its class in the stage
      * (interchangeable, so the same move is the best one among them) for as long as each
-     * application still reduces the shortfall: one search per class instead of per tensor. */
+     * application still reduces the shortfall and costs no more time than the first one did:
+     * one search per class instead of per tensor. */
     const struct mpress_op *bop = &p->ops[a->actions[best_j].op];
     const struct mpress_saved_tensor *bts = &bop->tensors[a->actions[best_j].tensor];
     int from_d2d = a->actions[best_j].action == MPRESS_ACTION_D2D_SWAP;
     int from_peer = from_d2d ? a->actions[best_j].peers[0] : -1;
+    double dt_first = 0;
     for (int j = best_j; j < a->n_actions && a->actions[j].op <= a->stages[best_stage].last_op;
          j++) {
         struct mpress_plan_action *ac = &a->actions[j];
@@ -261,12 +263,16 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
             ac->peer_bytes[0] = op->tensors[ac->tensor].bytes;
         }
         uint64_t s0 = total_short(ev);
+        double t0j = ev->iteration_s;
         if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial, NULL)) {
             *ac = saved;
             break;
         }
         uint64_t s1 = total_short(&trial);
-        if (j != best_j && s1 >= s0) {
+        double dt = trial.iteration_s - t0j;
+        if (j == best_j)
+            dt_first = dt;
+        else if (s1 >= s0 || dt > dt_first + 1e-9 * t0j) {
             *ac = saved;
             break;
         }
