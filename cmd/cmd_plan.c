@@ -38,7 +38,8 @@ static void help(void)
            "                        everything to host), none (even partition, save nothing)\n"
            "  --time-limit S        stop the MILP after S seconds with the best plan so far\n"
            "                        and its bound and gap (wall clock: not reproducible)\n"
-           "  --node-limit N        stop the MILP after N branch-and-bound nodes (reproducible)\n"
+           "  --node-limit N        stop the MILP after N branch-and-bound nodes (default 5000;\n"
+           "                        reproducible, unlike --time-limit)\n"
            "  --mip-gap G           stop when the relative gap is at most G (default 0.01)\n"
            "  --cuts C              where stages may be cut: auto (layer boundaries when the\n"
            "                        profile has layers, default), ops (after any op), layers\n"
@@ -46,7 +47,8 @@ static void help(void)
            "  -o, --output PLAN     plan file (default plan.json; an existing file is only\n"
            "                        replaced when it is an mpress plan); '-' for stdout\n\n"
            "The plan records every baseline's predicted iteration time (or that it does not\n"
-           "fit). Progress (incumbent, bound, gap) goes to stderr when it is a terminal.\n\n" CLI_EXIT_CODES,
+           "fit). Progress (incumbent, bound, gap) goes to stderr when it is a terminal.\n\n"
+           CLI_EXIT_CODES,
            MPRESS_DEFAULT_MODEL);
 }
 

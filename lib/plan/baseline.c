@@ -157,7 +157,8 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
             relevant = ev->gpus[h].peak > ev->gpus[h].capacity && ev->gpus[h].parked > 0;
         if (!relevant && !ev->host_short)
             continue;
-        if (!st->optimizer_on_host) {
+        /* The host takes optimizer states only when it can run their step. */
+        if (!st->optimizer_on_host && plan_host_bw(topo) > 0 && topo->pcie_bytes_per_s > 0) {
             st->optimizer_on_host = 1;
             if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial, NULL) ==
                 0) {
@@ -199,6 +200,12 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
                         peer++;
                     if (plan_nvlink_bw(topo, g, peer) <= 0 || from_d2d)
                         continue;
+                    /* Only a peer with room for every copy in flight can help. */
+                    uint64_t copies = ts->bytes * (uint64_t)plan_in_flight(
+                                                      o->schedule, a->n_stages, k,
+                                                      o->micro_batches);
+                    if (ev->gpus[peer].peak + copies > ev->gpus[peer].capacity)
+                        continue;
                 }
                 set_action(ac, kind >= 3 ? MPRESS_ACTION_D2D_SWAP : (enum mpress_action)kind,
                            st->last_op);
@@ -227,17 +234,53 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
         return 1;
     if (best_j < 0) {
         a->stages[best_stage].optimizer_on_host = 1;
-    } else {
-        struct mpress_plan_action *ac = &a->actions[best_j];
+        return mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, ev, NULL) ? 1 : 0;
+    }
+    /* Apply the move to best_j, then to the other keep tensors of its class in the stage
+     * (interchangeable, so the same move is the best one among them) for as long as each
+     * application still reduces the shortfall and costs no more time than the first one did:
+     * one search per class instead of per tensor. */
+    const struct mpress_op *bop = &p->ops[a->actions[best_j].op];
+    const struct mpress_saved_tensor *bts = &bop->tensors[a->actions[best_j].tensor];
+    int from_d2d = a->actions[best_j].action == MPRESS_ACTION_D2D_SWAP;
+    int from_peer = from_d2d ? a->actions[best_j].peers[0] : -1;
+    double dt_first = 0;
+    for (int j = best_j; j < a->n_actions && a->actions[j].op <= a->stages[best_stage].last_op;
+         j++) {
+        struct mpress_plan_action *ac = &a->actions[j];
+        const struct mpress_op *op = &p->ops[ac->op];
+        if (j != best_j &&
+            (ac->action != (from_d2d ? MPRESS_ACTION_D2D_SWAP : MPRESS_ACTION_KEEP) ||
+             (from_d2d && ac->peers[0] != from_peer) ||
+             !same_class(bop, bts, op, &op->tensors[ac->tensor])))
+            continue;
+        struct mpress_plan_action saved = *ac;
         set_action(ac, best_kind >= 3 ? MPRESS_ACTION_D2D_SWAP : (enum mpress_action)best_kind,
                    a->stages[best_stage].last_op);
         if (best_peer >= 0) {
             ac->n_peers = 1;
             ac->peers[0] = best_peer;
-            ac->peer_bytes[0] = p->ops[ac->op].tensors[ac->tensor].bytes;
+            ac->peer_bytes[0] = op->tensors[ac->tensor].bytes;
         }
+        uint64_t s0 = total_short(ev);
+        double t0j = ev->iteration_s;
+        if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial, NULL)) {
+            *ac = saved;
+            break;
+        }
+        uint64_t s1 = total_short(&trial);
+        double dt = trial.iteration_s - t0j;
+        if (j == best_j)
+            dt_first = dt;
+        else if (s1 >= s0 || dt > dt_first + 1e-9 * t0j) {
+            *ac = saved;
+            break;
+        }
+        *ev = trial;
+        if (ev->fits)
+            break;
     }
-    return mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, ev, NULL) ? 1 : 0;
+    return 0;
 }
 
 int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_topology *topo,

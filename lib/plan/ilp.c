@@ -268,7 +268,8 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
         bk->p += op->param_bytes / GB;
         bk->g += op->grad_bytes / GB;
         bk->o += op->optim_bytes / GB;
-        bk->opt_touch += plan_optimizer_bytes(op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
+        bk->opt_touch +=
+            plan_optimizer_bytes(op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
         bk->gp += (double)(op->grad_bytes + op->param_bytes) / GB;
         if (op->workspace_bytes / GB > bk->w)
             bk->w = op->workspace_bytes / GB;
@@ -546,7 +547,8 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     c->hp = calloc((size_t)G, sizeof(int));
     c->bnd = calloc((size_t)(N * G * G), sizeof(int));
     c->fl = calloc((size_t)(N * G * G), sizeof(int));
-    if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e || !c->C || !c->ws ||
+    if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e ||
+        !c->C || !c->ws ||
         !c->ov || !c->oh || !c->ot || !c->hp || !c->bnd || !c->fl)
         return -1;
 
@@ -1079,6 +1081,37 @@ static void sym_cut(struct model *m, const struct inst *in, const struct cols *c
  * mapped by the automorphism that satisfies the symmetry cut, action counts, optimizer
  * placement) fixed, the continuous ones (D2D split, loads) from an LP. NULL when a does not
  * fit the MILP's decision space (cuts elsewhere) or the LP fails. */
+/* GLPK accepts a heuristic solution after checking only its integrality and bounds: check the
+ * rows too, so that a bad warm start can never become the incumbent. */
+static int vector_feasible(glp_prob *lp, const double *x)
+{
+    int n = glp_get_num_cols(lp), ok = 1;
+    int *ind = malloc(sizeof(int) * (size_t)(n + 1));
+    double *val = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!ind || !val) {
+        free(ind);
+        free(val);
+        return 0;
+    }
+    for (int i = 1; i <= glp_get_num_rows(lp) && ok; i++) {
+        int len = glp_get_mat_row(lp, i, ind, val);
+        double act = 0, mag = 1;
+        for (int k = 1; k <= len; k++) {
+            act += val[k] * x[ind[k]];
+            mag = fmax(mag, fabs(val[k] * x[ind[k]]));
+        }
+        int type = glp_get_row_type(lp, i);
+        double lb = glp_get_row_lb(lp, i), ub = glp_get_row_ub(lp, i), tol = 1e-7 * mag;
+        if ((type == GLP_LO || type == GLP_DB || type == GLP_FX) && act < lb - tol)
+            ok = 0;
+        if ((type == GLP_UP || type == GLP_DB || type == GLP_FX) && act > ub + tol)
+            ok = 0;
+    }
+    free(ind);
+    free(val);
+    return ok;
+}
+
 static double *warm_vector(glp_prob *lp, const struct inst *in, const struct cols *c,
                            const struct mpress_profile *p, const struct mpress_assignment *a,
                            const struct sym *s)
@@ -1180,7 +1213,7 @@ static double *warm_vector(glp_prob *lp, const struct inst *in, const struct col
     glp_smcp sp;
     glp_init_smcp(&sp);
     sp.msg_lev = GLP_MSG_OFF;
-    sp.presolve = GLP_ON;
+    sp.presolve = GLP_OFF; /* with fixed columns its presolver returned infeasible points */
     double *x = NULL;
     if (glp_simplex(cp, &sp) == 0 && glp_get_status(cp) == GLP_OPT) {
         int n = glp_get_num_cols(cp);
@@ -1195,6 +1228,10 @@ static double *warm_vector(glp_prob *lp, const struct inst *in, const struct col
         }
     }
     glp_delete_prob(cp);
+    if (x && !vector_feasible(lp, x)) {
+        free(x);
+        x = NULL;
+    }
     return x;
 }
 

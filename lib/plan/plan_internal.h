@@ -5,8 +5,8 @@
 #include "mpress/planner.h"
 
 /* The MILP keeps every GPU this fraction below its capacity: GLPK's feasibility tolerance
- * (1e-7 relative, after scaling) and rounding D2D byte shares to integers must never turn a MILP plan into
- * one the evaluator finds short. */
+ * (1e-7 relative, after scaling) and rounding D2D byte shares to integers must never turn a
+ * MILP plan into one the evaluator finds short. */
 #define PLAN_MEM_MARGIN 1e-5
 
 /* Micro-batches whose saved tensors stage k of n_stages holds at once (DESIGN.md): 1F1B and

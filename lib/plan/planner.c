@@ -18,6 +18,8 @@ void mpress_plan_options_init(struct mpress_plan_options *o)
     snprintf(o->policy, sizeof(o->policy), "ilp");
     o->cuts = MPRESS_CUTS_AUTO;
     o->mip_gap = 0.01;
+    /* A solve that cannot close the gap still ends, after the same nodes on every machine. */
+    o->node_limit = 5000;
 }
 
 /* The worst-off GPU (or the host) of an evaluation, for infeasibility messages. */

@@ -329,6 +329,28 @@ static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
     static const uint64_t sizes[] = {40, 90, 150};
     static const double rec[] = {0.002, 0.012};
     for (int i = 0; i < n; i++) {
+        if (i > 0 && tiny_range(0, 2) == 0 && p->ops[i - 1].n_tensors <= tensors_left) {
+            /* A copy of the previous op: runs of identical blocks, like a model's layers. */
+            const struct mpress_op prev = p->ops[i - 1];
+            struct mpress_op *op = tiny_op(p, prev.kind, prev.fwd_s, 0, 0, prev.n_tensors);
+            struct mpress_saved_tensor *keep = op->tensors;
+            char name[96];
+            memcpy(name, op->name, sizeof(name));
+            *op = p->ops[i - 1];
+            memcpy(op->name, name, sizeof(name));
+            op->tensors = keep;
+            for (int k = 0; k < op->n_tensors; k++) {
+                char id[96];
+                memcpy(id, keep[k].id, sizeof(id));
+                keep[k] = p->ops[i - 1].tensors[k];
+                memcpy(keep[k].id, id, sizeof(id));
+                keep[k].recompute_op = i;
+                acts += keep[k].bytes;
+            }
+            tensors_left -= op->n_tensors;
+            states += op->param_bytes + op->grad_bytes + op->optim_bytes;
+            continue;
+        }
         int nt = tiny_range(0, 2);
         if (nt > tensors_left)
             nt = tensors_left;
@@ -373,7 +395,7 @@ int main(void)
 {
     glp_term_hook(term_off, NULL);
     tiny_state_ = 0x6d707265737321ULL; /* fixed seed */
-    int instances = 400, feasible = 0, with_d2d = 0, with_host_opt = 0;
+    int instances = 400, feasible = 0, with_d2d = 0, with_host_opt = 0, warm_started = 0;
     for (int inst = 0; inst < instances; inst++) {
         struct mpress_profile p;
         struct mpress_topology t;
@@ -404,8 +426,8 @@ int main(void)
         mpress_error_clear(&err);
         int rc = mpress_plan_ilp(&p, &t, &o, &ia, &st, &err);
         if (isinf(b.best)) {
-            CHECK_MSG(rc == MPRESS_EINFEASIBLE, "instance %d: nothing fits but the MILP says %d (%s)",
-                      inst, rc, err.text);
+            CHECK_MSG(rc == MPRESS_EINFEASIBLE,
+                      "instance %d: nothing fits but the MILP says %d (%s)", inst, rc, err.text);
             if (rc == 0) {
                 struct mpress_plan_eval ev;
                 mpress_plan_evaluate(&p, &t, sched, M, &ia, &ev, NULL);
@@ -444,6 +466,22 @@ int main(void)
                     }
                 mpress_assignment_finish(&ia);
             }
+            /* Started from the greedy baseline (when it fits), the MILP reaches the same optimum. */
+            struct mpress_assignment ga;
+            struct mpress_plan_eval gev;
+            if (mpress_plan_baseline(&p, &t, &o, "greedy", &ga, &gev, &err) == 0) {
+                if (gev.fits) {
+                    warm_started++;
+                    o.warm_start = &ga;
+                    CHECK_INT(mpress_plan_ilp(&p, &t, &o, &ia, &st, &err), 0);
+                    CHECK_MSG(fabs(st.objective - b.best) <= 1e-6 * b.best + 1e-9,
+                              "instance %d warm-started: MILP %.9g, enumeration %.9g", inst,
+                              st.objective, b.best);
+                    mpress_assignment_finish(&ia);
+                    o.warm_start = NULL;
+                }
+                mpress_assignment_finish(&ga);
+            }
             /* The enumeration's best, with its split rounded to bytes, evaluates to its value. */
             struct mpress_plan_eval ev;
             CHECK_INT(mpress_plan_evaluate(&p, &t, sched, M, &b.best_a, &ev, NULL), 0);
@@ -453,8 +491,10 @@ int main(void)
         mpress_assignment_finish(&b.best_a);
         mpress_profile_finish(&p);
     }
-    fprintf(stderr, "%d instances, %d feasible, %d optimal plans use D2D, %d host optimizer\n",
-            instances, feasible, with_d2d, with_host_opt);
+    fprintf(stderr,
+            "%d instances, %d feasible, %d optimal plans use D2D, %d host optimizer, %d also "
+            "solved from the greedy plan\n",
+            instances, feasible, with_d2d, with_host_opt, warm_started);
     CHECK(feasible >= 200);
     CHECK(with_d2d >= 10);
     return check_done();

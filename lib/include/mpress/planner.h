@@ -74,7 +74,7 @@ struct mpress_plan_options {
     const struct mpress_assignment *warm_start;
 };
 
-/* Defaults: 1f1b, 16 micro-batches, ilp, automatic cuts, no limits, gap 1 %. */
+/* Defaults: 1f1b, 16 micro-batches, ilp, automatic cuts, gap 1 %, 5000 nodes, no time limit. */
 void mpress_plan_options_init(struct mpress_plan_options *o);
 
 /* Builds the assignment of one baseline policy ("none", "recompute", "swap", "greedy") and
