@@ -114,12 +114,12 @@ static void set_action(struct mpress_plan_action *ac, enum mpress_action kind, i
     ac->action = kind;
     ac->n_peers = 0;
     ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : ac->op;
-    ac->prefetch_before_op = kind == MPRESS_ACTION_KEEP ? -1 : stage_last;
+    ac->prefetch_before_op = plan_prefetch_point(kind, ac->op, stage_last);
 }
 
 static uint64_t total_short(const struct mpress_plan_eval *ev)
 {
-    uint64_t s = ev->host_short;
+    uint64_t s = ev->host_short + ev->drain_short;
     for (int g = 0; g < ev->n_gpus; g++)
         if (ev->gpus[g].peak > ev->gpus[g].capacity)
             s += ev->gpus[g].peak - ev->gpus[g].capacity;

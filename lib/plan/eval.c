@@ -36,6 +36,22 @@ double plan_host_bw(const struct mpress_topology *t)
     return sockets * t->host_memory_bytes_per_s;
 }
 
+int plan_prefetch_lookahead(const struct mpress_profile *p, const struct mpress_assignment *a)
+{
+    int L = 0, j = 0;
+    for (int k = 0; k < a->n_stages; k++) {
+        const struct mpress_plan_stage *st = &a->stages[k];
+        int swaps = 0;
+        for (int i = st->first_op; i <= st->last_op; i++)
+            for (int t = 0; t < p->ops[i].n_tensors; t++, j++)
+                swaps |= a->actions[j].action == MPRESS_ACTION_HOST_SWAP ||
+                         a->actions[j].action == MPRESS_ACTION_D2D_SWAP;
+        if (swaps && st->last_op - st->first_op + 1 > L)
+            L = st->last_op - st->first_op + 1;
+    }
+    return L;
+}
+
 int plan_count_tensors(const struct mpress_profile *p)
 {
     int n = 0;
@@ -151,6 +167,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
 {
     memset(ev, 0, sizeof(*ev));
     ev->short_gpu = -1;
+    ev->drain_gpu = -1;
     if (micro_batches < 1)
         return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be at least 1");
     int rc = check_assignment(p, topo, a, err);
@@ -159,7 +176,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
 
     const int S = a->n_stages, G = topo->n_gpus, M = micro_batches;
     /* Per stage (per micro-batch unless said otherwise). */
-    double comp[MPRESS_MAX_GPUS] = {0};
+    double comp[MPRESS_MAX_GPUS] = {0}, fwd[MPRESS_MAX_GPUS] = {0};
     uint64_t pb[MPRESS_MAX_GPUS] = {0}, gb[MPRESS_MAX_GPUS] = {0}, ob[MPRESS_MAX_GPUS] = {0};
     uint64_t act[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
     uint64_t host[MPRESS_MAX_GPUS] = {0}, ws[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
@@ -175,6 +192,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
         for (int i = st->first_op; i <= st->last_op; i++) {
             const struct mpress_op *op = &p->ops[i];
             comp[k] += op->fwd_s + op->bwd_s;
+            fwd[k] += op->fwd_s;
             pb[k] += op->param_bytes;
             gb[k] += op->grad_bytes;
             ob[k] += op->optim_bytes;
@@ -236,6 +254,32 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
                 ev->short_bytes = mg->peak - mg->capacity;
                 ev->short_gpu = g;
             }
+        }
+    }
+    /* Drain: stage k's host-swapped bytes of one micro-batch must cross its PCIe link, and its
+     * switch's uplink together with those of the other GPUs behind that switch, within one
+     * forward of the stage. Otherwise evictions queue up during the 1F1B warm-up (n_k forwards
+     * back to back) and the prefetch issued at the start of a forward is late for the backward
+     * after it. The shortfall is the backlog n_k (H_k - F_k bw) the GPU would hold. */
+    double sw_host[MPRESS_MAX_GPUS] = {0};
+    for (int k = 0; k < S; k++) {
+        int w = topo->gpus[a->stages[k].gpu].pcie_switch;
+        if (w >= 0 && w < topo->n_switches)
+            sw_host[w] += (double)host[k];
+    }
+    for (int k = 0; k < S; k++) {
+        int g = a->stages[k].gpu, w = topo->gpus[g].pcie_switch;
+        double over = (double)host[k] - fwd[k] * topo->pcie_bytes_per_s;
+        if (w >= 0 && w < topo->n_switches && topo->switches[w].uplink_bytes_per_s > 0 &&
+            sw_host[w] > 0)
+            over = fmax(over, sw_host[w] - fwd[k] * topo->switches[w].uplink_bytes_per_s);
+        if (over <= 0)
+            continue;
+        uint64_t backlog = (uint64_t)ceil(over) * (uint64_t)plan_in_flight(schedule, S, k, M);
+        ev->fits = 0;
+        if (backlog > ev->drain_short) {
+            ev->drain_short = backlog;
+            ev->drain_gpu = g;
         }
     }
     /* A host without a stated memory size is not checked. */

@@ -23,7 +23,7 @@
  * Stages are slots; empty slots come first, so slot k's in-flight count n_k = min(N - k, M)
  * (GPipe: M) and weight versions v_k (async: n_k, else 1) are constants.
  *
- * Per-block constants of run r: T_r fwd+bwd s, P_r/Gr_r/O_r weight/gradient/optimizer bytes,
+ * Per-block constants of run r: T_r fwd+bwd s, Tf_r fwd s, P_r/Gr_r/O_r weight/gradient/optimizer bytes,
  * A_r saved bytes, W_r largest workspace, X_r output bytes of its last op, cnt_rc tensors of
  * class c. Class constants: s_c bytes, r_c recompute s.
  *
@@ -63,6 +63,9 @@
  *   NVSwitch, GPU g:  T port_g >= sum_k,b (fl_kgb + fl_kbg + bnd_kgb + bnd_kbg)
  *   PCIe of g:  T pcie >= pl_g := hp_g + sum_k,b without NVLink (bnd_kgb + bnd_kbg)
  *   uplink w:   T up_w >= sum_{g behind w} pl_g
+ *   drain (one forward drains a micro-batch's host swaps), F_k = sum_r Tf_r y_kr (forward s):
+ *     Hb_k <= pcie F_k;   sum_{g' behind w} hp_g' <= up_w F_k + BigD (2 - x_kg - f_k0)
+ *     for every slot k and GPU g behind switch w (f_k0 = 1: slot k is used)
  *   TT >= opt_k / hbm_g - BigT (1 - x_kg) - BigT h_k, opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
  *   ot_k >= opt_k - BigOT (1 - h_k);  HX >= (sum_r (Gr_r + P_r) y_kr) / pcie - BigT (1 - h_k)
  *   TT >= HX + sum_k ot_k / host_bw
@@ -212,7 +215,7 @@ static void row_end(struct model *m, const char *name, int type, double bound)
 
 struct block {
     int first, last;
-    double t, opt_touch;
+    double t, tf, opt_touch; /* fwd + bwd s, fwd s */
     double p, g, o, a, w, x; /* GB */
     double gp;               /* gradient + weight GB (host optimizer transfer) */
 };
@@ -265,6 +268,7 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
         const struct mpress_op *op = &p->ops[i];
         struct block *bk = &in->blk[b];
         bk->t += op->fwd_s + op->bwd_s;
+        bk->tf += op->fwd_s;
         bk->p += op->param_bytes / GB;
         bk->g += op->grad_bytes / GB;
         bk->o += op->optim_bytes / GB;
@@ -328,7 +332,7 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
     for (b = 0; b < in->B; b++) {
         if (in->NR > 0) {
             const struct block *x = &in->blk[in->run_first[in->NR - 1]], *y = &in->blk[b];
-            int same = x->t == y->t && x->opt_touch == y->opt_touch && x->p == y->p &&
+            int same = x->t == y->t && x->tf == y->tf && x->opt_touch == y->opt_touch && x->p == y->p &&
                        x->g == y->g && x->o == y->o && x->a == y->a && x->w == y->w &&
                        x->x == y->x && x->gp == y->gp;
             for (int c = 0; c < in->C && same; c++)
@@ -970,6 +974,33 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
         name(nm, "uplink_%d", w, 0, 0);
         row_end(m, nm, GLP_LO, 0);
     }
+    /* Drain: a micro-batch's host swaps leave within one forward of their stage. */
+    for (int k = 0; k < N; k++) {
+        row_begin(m);
+        for (int cl = 0; cl < C; cl++)
+            row_add(m, c->H[IX2(k, cl, C)], in->cls[cl].s);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, -pcie * (1 - PLAN_MEM_MARGIN) * RB(b).tf);
+        name(nm, "drain_pcie_%d", k, 0, 0);
+        row_end(m, nm, GLP_UP, 0);
+        for (int g = 0; g < G; g++) {
+            int w = topo->gpus[g].pcie_switch;
+            if (!x_possible(in, k, g) || w < 0 || w >= topo->n_switches ||
+                topo->switches[w].uplink_bytes_per_s <= 0)
+                continue;
+            double up = topo->switches[w].uplink_bytes_per_s / GB;
+            row_begin(m);
+            for (int q = 0; q < G; q++)
+                if (topo->gpus[q].pcie_switch == w)
+                    row_add(m, c->hp[q], 1);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -up * (1 - PLAN_MEM_MARGIN) * RB(b).tf);
+            add_x(m, in, c, k, g, bigD);
+            add_f(m, in, c, k, 0, bigD);
+            name(nm, "drain_up_%d_%d", k, g, 0);
+            row_end(m, nm, GLP_UP, 2 * bigD);
+        }
+    }
     return m->fail ? -1 : 0;
 }
 
@@ -1295,7 +1326,7 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
                 ac->action = kind;
                 ac->n_peers = 0;
                 ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : i;
-                ac->prefetch_before_op = kind == MPRESS_ACTION_KEEP ? -1 : st->last_op;
+                ac->prefetch_before_op = plan_prefetch_point(kind, i, st->last_op);
                 if (kind == MPRESS_ACTION_D2D_SWAP)
                     dsum += (int64_t)p->ops[i].tensors[t].bytes;
             }

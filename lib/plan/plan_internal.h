@@ -39,6 +39,23 @@ static inline double plan_optimizer_bytes(uint64_t pb, uint64_t gb, uint64_t ob)
 /* Host memory bandwidth all sockets give together to CPU optimizer steps. */
 double plan_host_bw(const struct mpress_topology *t);
 
+/* prefetch_before_op of a tensor of op `op` in a stage ending at `stage_last`. A swapped
+ * tensor is awaited by its own op's backward: with the plan's lookahead this is a sliding
+ * window, each copy issued the same number of tasks ahead of its use, so one micro-batch's
+ * prefetches never pile on the previous one's (docs/cost-model.md, "Prefetch"). Recomputes
+ * all run at the start of the stage's backward (the backward slot of its last op). */
+static inline int plan_prefetch_point(enum mpress_action kind, int op, int stage_last)
+{
+    if (kind == MPRESS_ACTION_KEEP)
+        return -1;
+    return kind == MPRESS_ACTION_RECOMPUTE ? stage_last : op;
+}
+
+/* prefetch_lookahead for a plan of assignment a: the largest op count of a stage that swaps,
+ * so that every stage's prefetches are issued no later than the start of the forward that
+ * precedes the backward needing them (docs/cost-model.md, "Prefetch"). 0 without swaps. */
+int plan_prefetch_lookahead(const struct mpress_profile *p, const struct mpress_assignment *a);
+
 /* Total saved tensors of a profile. */
 int plan_count_tensors(const struct mpress_profile *p);
 

@@ -26,7 +26,12 @@ void mpress_plan_options_init(struct mpress_plan_options *o)
 static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
                           struct mpress_error *err)
 {
-    if (ev->short_gpu >= 0)
+    if (ev->short_gpu < 0 && !ev->host_short && ev->drain_gpu >= 0)
+        mpress_error_set(err, MPRESS_EINFEASIBLE,
+                         "no plan fits: in the closest plan (%s) GPU %d host-swaps more than "
+                         "PCIe drains during one forward (backlog %llu bytes)",
+                         policy, ev->drain_gpu, (unsigned long long)ev->drain_short);
+    else if (ev->short_gpu >= 0)
         mpress_error_set(err, MPRESS_EINFEASIBLE,
                          "no plan fits: in the closest plan (%s) GPU %d is short by %llu bytes "
                          "(%.2f GiB over its %.2f GiB)",
@@ -42,7 +47,7 @@ static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
 
 static uint64_t shortfall(const struct mpress_plan_eval *ev)
 {
-    uint64_t s = ev->host_short;
+    uint64_t s = ev->host_short + ev->drain_short;
     for (int g = 0; g < ev->n_gpus; g++)
         if (ev->gpus[g].peak > ev->gpus[g].capacity)
             s += ev->gpus[g].peak - ev->gpus[g].capacity;
@@ -99,8 +104,9 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         if (!ev.fits) {
             rc = mpress_error_set(err, MPRESS_ESYSTEM,
                                   "the MILP's plan does not fit when evaluated (GPU %d short by "
-                                  "%llu bytes): a cost-model mismatch",
-                                  ev.short_gpu, (unsigned long long)ev.short_bytes);
+                                  "%llu bytes, drain backlog %llu bytes): a cost-model mismatch",
+                                  ev.short_gpu, (unsigned long long)ev.short_bytes,
+                                  (unsigned long long)ev.drain_short);
             goto done;
         }
     } else {
@@ -128,9 +134,10 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
     out->topology = *topo;
     out->schedule = o->schedule;
     out->micro_batches = o->micro_batches;
-    /* Prefetches are issued at prefetch_before_op itself (the stage's first backward op): the
-     * cost model holds one micro-batch's evicted tensors for the whole backward. */
-    out->prefetch_lookahead = 0;
+    /* Prefetches are issued at the start of the forward that precedes the backward needing
+     * them, so that their copy overlaps that forward as the cycle assumes (docs/cost-model.md,
+     * "Prefetch"). */
+    out->prefetch_lookahead = plan_prefetch_lookahead(p, &chosen);
     out->n_stages = chosen.n_stages;
     out->stages = calloc((size_t)chosen.n_stages, sizeof(*out->stages));
     out->n_actions = chosen.n_actions;
