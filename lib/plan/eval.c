@@ -36,19 +36,38 @@ double plan_host_bw(const struct mpress_topology *t)
     return sockets * t->host_memory_bytes_per_s;
 }
 
-int plan_prefetch_lookahead(const struct mpress_profile *p, const struct mpress_assignment *a)
+int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assignment *a)
 {
-    int L = 0, j = 0;
+    /* Per stage: tasks from the backward slot of an op in micro-batch u back to the same op's
+     * backward in micro-batch u - 1: the stage's n ops plus the recompute tasks (one per
+     * recomputed tensor) that open every backward pass. Lookahead n + rec - 1 issues a
+     * tensor's prefetch when the previous micro-batch has freed the same op's copy. */
+    int span[MPRESS_MAX_GPUS], L = -1, j = 0, first_j[MPRESS_MAX_GPUS + 1];
     for (int k = 0; k < a->n_stages; k++) {
         const struct mpress_plan_stage *st = &a->stages[k];
-        int swaps = 0;
+        int swaps = 0, rec = 0;
+        first_j[k] = j;
         for (int i = st->first_op; i <= st->last_op; i++)
-            for (int t = 0; t < p->ops[i].n_tensors; t++, j++)
-                swaps |= a->actions[j].action == MPRESS_ACTION_HOST_SWAP ||
-                         a->actions[j].action == MPRESS_ACTION_D2D_SWAP;
-        if (swaps && st->last_op - st->first_op + 1 > L)
-            L = st->last_op - st->first_op + 1;
+            for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+                enum mpress_action kind = a->actions[j].action;
+                swaps |= kind == MPRESS_ACTION_HOST_SWAP || kind == MPRESS_ACTION_D2D_SWAP;
+                rec += kind == MPRESS_ACTION_RECOMPUTE;
+            }
+        span[k] = st->last_op - st->first_op + rec;
+        if (swaps && (L < 0 || span[k] < L))
+            L = span[k];
     }
+    first_j[a->n_stages] = j;
+    if (L < 0)
+        return 0;
+    /* The least span over the swapping stages, so that no stage's copies overlap the previous
+     * micro-batch's; a stage with a longer span issues its copies later than it could. */
+    for (int k = 0; k < a->n_stages; k++)
+        for (int q = first_j[k]; q < first_j[k + 1]; q++) {
+            struct mpress_plan_action *ac = &a->actions[q];
+            if (ac->action == MPRESS_ACTION_HOST_SWAP || ac->action == MPRESS_ACTION_D2D_SWAP)
+                ac->prefetch_before_op = ac->op;
+        }
     return L;
 }
 
@@ -269,11 +288,23 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     }
     for (int k = 0; k < S; k++) {
         int g = a->stages[k].gpu, w = topo->gpus[g].pcie_switch;
-        double over = (double)host[k] - fwd[k] * topo->pcie_bytes_per_s;
+        const double F = fwd[k] * PLAN_DRAIN_SHARE;
+        double over = (double)host[k] - F * topo->pcie_bytes_per_s;
         if (w >= 0 && w < topo->n_switches && topo->switches[w].uplink_bytes_per_s > 0 &&
             sw_host[w] > 0)
-            over = fmax(over, sw_host[w] - fwd[k] * topo->switches[w].uplink_bytes_per_s);
-        if (over <= 0)
+            over = fmax(over, sw_host[w] - F * topo->switches[w].uplink_bytes_per_s);
+        /* D2D evictions: per peer over the pair's NVLinks (direct fabric), or all together
+         * through the GPU's switch ports (NVSwitch). */
+        double d2d_all = 0;
+        for (int q = 0; q < G; q++) {
+            d2d_all += (double)d2d[k][q];
+            if (d2d[k][q] > 0 && topo->fabric != MPRESS_FABRIC_NVSWITCH)
+                over = fmax(over, (double)d2d[k][q] - F * plan_nvlink_bw(topo, g, q));
+        }
+        if (d2d_all > 0 && topo->fabric == MPRESS_FABRIC_NVSWITCH)
+            over = fmax(over, d2d_all - F * plan_port_bw(topo, g));
+        /* GLPK's feasibility tolerance (1e-7 relative) must not make a MILP plan fail here. */
+        if (over <= 1e-6 * ((double)host[k] + d2d_all) + 1)
             continue;
         uint64_t backlog = (uint64_t)ceil(over) * (uint64_t)plan_in_flight(schedule, S, k, M);
         ev->fits = 0;
@@ -378,29 +409,26 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
                                                         a->stages[k + 1].gpu);
     }
 
-    /* Optimizer tail, once per iteration: GPU steps run in parallel; host steps first move
-     * gradients down and weights back over PCIe (the slowest one counts), then share the
-     * host memory bandwidth. */
-    double host_touch = 0, host_xfer = 0;
+    /* Optimizer tail, once per iteration. Stage k's last backward ends slack_k (the backward
+     * and recompute time of stages 0..k-1, which the drain runs after it) before stage 0's,
+     * so its step overlaps that much of the drain. GPU steps run in parallel; a host step
+     * first moves gradients down and weights back over PCIe, and host steps share the host
+     * memory bandwidth with every host step that starts no earlier (stages 0..k). */
+    double host_touch = 0, slack = 0;
     ev->tail_s = 0;
     for (int k = 0; k < S; k++) {
-        double touch = plan_optimizer_bytes(pb[k], gb[k], ob[k]);
+        double touch = plan_optimizer_bytes(pb[k], gb[k], ob[k]), t = 0;
         if (a->stages[k].optimizer_on_host) {
             host_touch += touch;
-            double x = (double)(gb[k] + pb[k]) / topo->pcie_bytes_per_s;
-            if (x > host_xfer)
-                host_xfer = x;
+            t = (double)(gb[k] + pb[k]) / topo->pcie_bytes_per_s +
+                host_touch / plan_host_bw(topo) - slack;
         } else {
             double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;
-            double t = hbm > 0 ? touch / hbm : 0;
-            if (t > ev->tail_s)
-                ev->tail_s = t;
+            t = hbm > 0 ? touch / hbm - slack : 0;
         }
-    }
-    if (host_touch > 0) {
-        double t = host_xfer + host_touch / plan_host_bw(topo);
         if (t > ev->tail_s)
             ev->tail_s = t;
+        slack += comp[k] - fwd[k];
     }
 
     ev->iteration_s = ev->fill_drain_s + (M - 1) * ev->cycle_s + ev->tail_s;

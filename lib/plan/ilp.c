@@ -36,7 +36,7 @@
  *   h_k in {0,1}   slot k's optimizer states live on the host (when the host can take them)
  *   R_kc, H_kc, D_kc in Z+  tensors of class c in slot k recomputed / host-swapped / D2D
  *   e_kg >= 0      bytes per micro-batch slot k parks on GPU g
- *   C_k, ws_k, ov_k, oh_k, ot_k >= 0, T >= 0 (cycle), TT >= 0 (optimizer tail), HX >= 0
+ *   C_k, ws_k, ov_k, oh_k, ot_k >= 0, T >= 0 (cycle), TT >= 0 (optimizer tail)
  *   bnd_kab >= 0   boundary bytes of slot k when k on a and k+1 on b (x products, linearised)
  *   fl_kab >= 0    e_kb when slot k is on a (linearised product)
  *   hp_g >= 0      host-swap bytes of the slot on g
@@ -65,10 +65,15 @@
  *   uplink w:   T up_w >= sum_{g behind w} pl_g
  *   drain (one forward drains a micro-batch's host swaps), F_k = sum_r Tf_r y_kr (forward s):
  *     Hb_k <= pcie F_k;   sum_{g' behind w} hp_g' <= up_w F_k + BigD (2 - x_kg - f_k0)
- *     for every slot k and GPU g behind switch w (f_k0 = 1: slot k is used)
- *   TT >= opt_k / hbm_g - BigT (1 - x_kg) - BigT h_k, opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
- *   ot_k >= opt_k - BigOT (1 - h_k);  HX >= (sum_r (Gr_r + P_r) y_kr) / pcie - BigT (1 - h_k)
- *   TT >= HX + sum_k ot_k / host_bw
+ *     for every slot k and GPU g behind switch w (f_k0 = 1: slot k is used);
+ *     direct fabric: e_kg <= bw_ag F_k + BigD (1 - x_ka) for every NVLink pair (a, g);
+ *     NVSwitch: sum_g e_kg <= port_k F_k
+ *   slack_k = sum_(j<k) (sum_r (T_r - Tf_r) y_jr + sum_c r_c R_jc)   (drain order)
+ *   TT >= opt_k / hbm_g - slack_k - BigT (1 - x_kg) - BigT h_k,
+ *         opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
+ *   ot_k >= opt_k - BigOT (1 - h_k)
+ *   TT >= (sum_r (Gr_r + P_r) y_kr) / pcie + sum_(j<=k) ot_j / host_bw - slack_k
+ *         - BigH (1 - h_k)
  * Objective
  *   min sum_k C_k + (M - 1) T + sum_k,a,b 2 bnd_kab / bw(a,b) + TT
  */
@@ -403,7 +408,7 @@ struct cols {
     int *w, *f, *ct; /* [k][run]: blocks of the run in slots <= k, run begun, run in slot k */
     int *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
     int *bnd, *fl; /* [k][a][b] */
-    int T, TT, HX;
+    int T, TT;
 };
 
 #define IX2(k, i, n) ((k) * (n) + (i))
@@ -502,6 +507,19 @@ static void add_pcie_load(struct model *m, const struct inst *in, const struct c
 }
 
 #define RB(r) (in->blk[in->run_first[(r)]])
+
+/* slack_k: backward and recompute seconds of slots 0..k-1, by which slot k's last backward of
+ * an iteration ends before slot 0's (the 1F1B / GPipe drain runs the stages in reverse). */
+static void add_slack(struct model *m, const struct inst *in, const struct cols *c, int k,
+                      double coef)
+{
+    for (int j = 0; j < k; j++) {
+        for (int r = 0; r < in->NR; r++)
+            add_y(m, in, c, j, r, coef * (RB(r).t - RB(r).tf));
+        for (int cl = 0; cl < in->C; cl++)
+            row_add(m, c->R[IX2(j, cl, in->C)], coef * in->cls[cl].r);
+    }
+}
 
 static int build(struct model *m, const struct inst *in, const struct mpress_topology *topo,
                  enum mpress_schedule sched, struct cols *c)
@@ -618,8 +636,6 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     }
     c->T = col_new(m, "T", GLP_CV, 0, -1, (double)(M - 1));
     c->TT = col_new(m, "TT", GLP_CV, 0, -1, 1.0);
-    if (in->host_opt)
-        c->HX = col_new(m, "HX", GLP_CV, 0, -1, 0);
     for (int g = 0; g < G; g++) {
         name(nm, "hp_%d", g, 0, 0);
         c->hp[g] = col_new(m, nm, GLP_CV, 0, -1, 0);
@@ -796,13 +812,19 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             row_add(m, c->h[k], -sumOT);
             name(nm, "opt_touch_%d", k, 0, 0);
             row_end(m, nm, GLP_LO, -sumOT);
+            /* Host step of slot k: its transfers, then every host step of slots 0..k (they
+             * start no earlier) on the host memory bandwidth, less its slack. */
+            const double bigH = sumGP / pcie + sumOT / hostbw + 1;
             row_begin(m);
-            row_add(m, c->HX, 1);
+            row_add(m, c->TT, 1);
+            add_slack(m, in, c, k, 1);
             for (int b = 0; b < NR; b++)
                 add_y(m, in, c, k, b, -RB(b).gp / pcie);
-            row_add(m, c->h[k], -(sumGP / pcie + 1));
-            name(nm, "opt_xfer_%d", k, 0, 0);
-            row_end(m, nm, GLP_LO, -(sumGP / pcie + 1));
+            for (int j = 0; j <= k; j++)
+                row_add(m, c->ot[j], -1.0 / hostbw);
+            row_add(m, c->h[k], -bigH);
+            name(nm, "tail_host_%d", k, 0, 0);
+            row_end(m, nm, GLP_LO, -bigH);
         }
         /* GPU optimizer step in the tail. */
         for (int g = 0; g < G; g++) {
@@ -811,6 +833,7 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             double hbm = topo->gpus[g].hbm_bytes_per_s / GB;
             row_begin(m);
             row_add(m, c->TT, 1);
+            add_slack(m, in, c, k, 1);
             for (int b = 0; b < NR; b++)
                 add_y(m, in, c, k, b, -RB(b).opt_touch / hbm);
             add_x(m, in, c, k, g, -bigT);
@@ -864,15 +887,6 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
                 row_add(m, c->oh[k], 1);
         }
         row_end(m, "host_memory", GLP_UP, (double)topo->host_memory_bytes / GB);
-    }
-    /* Host optimizer tail. */
-    if (in->host_opt) {
-        row_begin(m);
-        row_add(m, c->TT, 1);
-        row_add(m, c->HX, -1);
-        for (int k = 0; k < N; k++)
-            row_add(m, c->ot[k], -1.0 / hostbw);
-        row_end(m, "tail_host", GLP_LO, 0);
     }
     /* Linearised products. */
     for (int k = 0; k + 1 < N; k++)
@@ -974,13 +988,39 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
         name(nm, "uplink_%d", w, 0, 0);
         row_end(m, nm, GLP_LO, 0);
     }
-    /* Drain: a micro-batch's host swaps leave within one forward of their stage. */
+    /* Drain: a micro-batch's host swaps and D2D evictions leave within one forward of their
+     * stage. */
     for (int k = 0; k < N; k++) {
+        if (in->d2d && topo->fabric == MPRESS_FABRIC_NVSWITCH) {
+            row_begin(m);
+            for (int g = 0; g < G; g++)
+                if (c->e[IX2(k, g, G)])
+                    row_add(m, c->e[IX2(k, g, G)], 1);
+            double bw = plan_port_bw(topo, k) / GB * PLAN_DRAIN_SHARE;
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -bw * RB(b).tf);
+            name(nm, "drain_port_%d", k, 0, 0);
+            row_end(m, nm, GLP_UP, 0);
+        } else if (in->d2d) {
+            for (int g = 0; g < G; g++)
+                for (int a = 0; a < G; a++) {
+                    double bw = plan_nvlink_bw(topo, a, g) / GB * PLAN_DRAIN_SHARE;
+                    if (!c->e[IX2(k, g, G)] || !x_possible(in, k, a) || bw <= 0)
+                        continue;
+                    row_begin(m);
+                    row_add(m, c->e[IX2(k, g, G)], 1);
+                    for (int b = 0; b < NR; b++)
+                        add_y(m, in, c, k, b, -bw * RB(b).tf);
+                    add_x(m, in, c, k, a, bigD);
+                    name(nm, "drain_nvl_%d_%d_%d", k, a, g);
+                    row_end(m, nm, GLP_UP, bigD);
+                }
+        }
         row_begin(m);
         for (int cl = 0; cl < C; cl++)
             row_add(m, c->H[IX2(k, cl, C)], in->cls[cl].s);
         for (int b = 0; b < NR; b++)
-            add_y(m, in, c, k, b, -pcie * (1 - PLAN_MEM_MARGIN) * RB(b).tf);
+            add_y(m, in, c, k, b, -pcie * PLAN_DRAIN_SHARE * RB(b).tf);
         name(nm, "drain_pcie_%d", k, 0, 0);
         row_end(m, nm, GLP_UP, 0);
         for (int g = 0; g < G; g++) {
@@ -994,7 +1034,7 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
                 if (topo->gpus[q].pcie_switch == w)
                     row_add(m, c->hp[q], 1);
             for (int b = 0; b < NR; b++)
-                add_y(m, in, c, k, b, -up * (1 - PLAN_MEM_MARGIN) * RB(b).tf);
+                add_y(m, in, c, k, b, -up * PLAN_DRAIN_SHARE * RB(b).tf);
             add_x(m, in, c, k, g, bigD);
             add_f(m, in, c, k, 0, bigD);
             name(nm, "drain_up_%d_%d", k, g, 0);
@@ -1355,24 +1395,47 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
                         target[best] += mv;
                     }
         }
-        int peer = 0;
+        /* Every D2D tensor is striped over the peers in proportion to their targets, so that
+         * each NVLink carries its share of every eviction as the forward produces it (a peer
+         * fed only the last layers' tensors would still be copying when the backward starts).
+         * Floors first, then the leftover bytes to peers with room: the shares of each tensor
+         * sum to its bytes and each peer's total to its target. */
+        int64_t rest = dsum;
         for (j = j0; j < a->n_actions && a->actions[j].op <= st->last_op; j++) {
             struct mpress_plan_action *ac = &a->actions[j];
             if (ac->action != MPRESS_ACTION_D2D_SWAP)
                 continue;
-            int64_t need = (int64_t)p->ops[ac->op].tensors[ac->tensor].bytes;
-            while (need > 0) {
-                while (peer < G && target[peer] <= 0)
-                    peer++;
-                if (peer >= G)
-                    return -1;
-                int64_t take = need < target[peer] ? need : target[peer];
-                ac->peers[ac->n_peers] = peer;
-                ac->peer_bytes[ac->n_peers] = (uint64_t)take;
-                ac->n_peers++;
-                need -= take;
-                target[peer] -= take;
+            int64_t need = (int64_t)p->ops[ac->op].tensors[ac->tensor].bytes, take[MPRESS_MAX_GPUS];
+            int64_t left_b = need;
+            for (int g = 0; g < G; g++) {
+                take[g] = 0;
+                if (target[g] <= 0 || rest <= 0)
+                    continue;
+                take[g] = (int64_t)floor((double)need * (double)target[g] / (double)rest);
+                if (take[g] > target[g])
+                    take[g] = target[g];
+                if (take[g] > left_b)
+                    take[g] = left_b;
+                left_b -= take[g];
             }
+            for (int g = 0; g < G && left_b > 0; g++) {
+                int64_t room = target[g] - take[g];
+                int64_t mv = room < left_b ? room : left_b;
+                if (mv > 0) {
+                    take[g] += mv;
+                    left_b -= mv;
+                }
+            }
+            if (left_b > 0)
+                return -1;
+            for (int g = 0; g < G; g++)
+                if (take[g] > 0) {
+                    ac->peers[ac->n_peers] = g;
+                    ac->peer_bytes[ac->n_peers] = (uint64_t)take[g];
+                    ac->n_peers++;
+                    target[g] -= take[g];
+                }
+            rest -= need;
             if (ac->n_peers == 0) { /* a zero-byte tensor: any peer */
                 for (int g = 0; g < G; g++)
                     if (plan_nvlink_bw(topo, st->gpu, g) > 0) {

@@ -9,6 +9,13 @@
  * MILP plan into one the evaluator finds short. */
 #define PLAN_MEM_MARGIN 1e-5
 
+/* Share of a link's bandwidth that one micro-batch's evictions may need during the stage's
+ * forward (the drain rows). Below 1 because an eviction starts only after its op's forward
+ * ends and shares its link with prefetches coming back and boundary tensors, so the last
+ * forward of the 1F1B warm-up still has copies in flight when the first backward starts and
+ * its prefetches land; at 0.5 the replay of every golden plan fits (docs/cost-model.md). */
+#define PLAN_DRAIN_SHARE 0.5
+
 /* Micro-batches whose saved tensors stage k of n_stages holds at once (DESIGN.md): 1F1B and
  * async: min(S - k, M); GPipe: M. */
 static inline int plan_in_flight(enum mpress_schedule s, int n_stages, int k, int m)
@@ -51,10 +58,12 @@ static inline int plan_prefetch_point(enum mpress_action kind, int op, int stage
     return kind == MPRESS_ACTION_RECOMPUTE ? stage_last : op;
 }
 
-/* prefetch_lookahead for a plan of assignment a: the largest op count of a stage that swaps,
- * so that every stage's prefetches are issued no later than the start of the forward that
- * precedes the backward needing them (docs/cost-model.md, "Prefetch"). 0 without swaps. */
-int plan_prefetch_lookahead(const struct mpress_profile *p, const struct mpress_assignment *a);
+/* Sets the prefetch points of a's swapped tensors and returns the plan's prefetch_lookahead:
+ * each tensor's prefetch is issued when the previous micro-batch's backward has freed the
+ * same op's copy (in steady 1F1B, during the forward that precedes the backward needing it),
+ * so that prefetched bytes are one micro-batch's worth and each copy has about a forward's
+ * time to land (docs/cost-model.md, "Prefetch"). 0 without swaps. */
+int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assignment *a);
 
 /* Total saved tensors of a profile. */
 int plan_count_tensors(const struct mpress_profile *p);

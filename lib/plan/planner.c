@@ -137,7 +137,7 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
     /* Prefetches are issued at the start of the forward that precedes the backward needing
      * them, so that their copy overlaps that forward as the cycle assumes (docs/cost-model.md,
      * "Prefetch"). */
-    out->prefetch_lookahead = plan_prefetch_lookahead(p, &chosen);
+    out->prefetch_lookahead = plan_schedule_prefetches(p, &chosen);
     out->n_stages = chosen.n_stages;
     out->stages = calloc((size_t)chosen.n_stages, sizeof(*out->stages));
     out->n_actions = chosen.n_actions;
