@@ -28,8 +28,8 @@ static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
 {
     if (ev->short_gpu < 0 && !ev->host_short && ev->drain_gpu >= 0)
         mpress_error_set(err, MPRESS_EINFEASIBLE,
-                         "no plan fits: in the closest plan (%s) GPU %d host-swaps more than "
-                         "PCIe drains during one forward (backlog %llu bytes)",
+                         "no plan fits: in the closest plan (%s) GPU %d evicts more than its "
+                         "links drain during one forward (backlog %llu bytes)",
                          policy, ev->drain_gpu, (unsigned long long)ev->drain_short);
     else if (ev->short_gpu >= 0)
         mpress_error_set(err, MPRESS_EINFEASIBLE,
