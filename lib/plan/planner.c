@@ -45,6 +45,31 @@ static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
                          policy, (unsigned long long)ev->host_short);
 }
 
+/* A stage that holds one micro-batch at a time gains nothing by swapping (its working set
+ * takes the tensor back before the same backward), so the MILP is indifferent to such swaps
+ * wherever its links have room; in a replay the copy out and back must both fit inside one
+ * forward and the backward waits for them. Keeping them costs no memory on the stage and frees
+ * the peer's or the host's, and removes link load, so the plan is no worse under the model. */
+static void keep_single_flight(const struct mpress_profile *p,
+                               const struct mpress_plan_options *o, struct mpress_assignment *a)
+{
+    int j = 0;
+    for (int k = 0; k < a->n_stages; k++) {
+        const struct mpress_plan_stage *st = &a->stages[k];
+        int single = plan_in_flight(o->schedule, a->n_stages, k, o->micro_batches) == 1;
+        for (int i = st->first_op; i <= st->last_op; i++)
+            for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+                struct mpress_plan_action *ac = &a->actions[j];
+                if (!single || (ac->action != MPRESS_ACTION_HOST_SWAP &&
+                                ac->action != MPRESS_ACTION_D2D_SWAP))
+                    continue;
+                ac->action = MPRESS_ACTION_KEEP;
+                ac->n_peers = 0;
+                ac->evict_after_op = ac->prefetch_before_op = -1;
+            }
+    }
+}
+
 static uint64_t shortfall(const struct mpress_plan_eval *ev)
 {
     uint64_t s = ev->host_short + ev->drain_short;
@@ -98,6 +123,7 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         }
         if (rc)
             goto done;
+        keep_single_flight(p, o, &chosen);
         rc = mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, &chosen, &ev, err);
         if (rc)
             goto done;
