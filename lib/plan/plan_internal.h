@@ -13,7 +13,8 @@
  * forward (the drain rows). Below 1 because an eviction starts only after its op's forward
  * ends and shares its link with prefetches coming back and boundary tensors, so the last
  * forward of the 1F1B warm-up still has copies in flight when the first backward starts and
- * its prefetches land; at 0.5 the replay of every golden plan fits (docs/cost-model.md). */
+ * its prefetches land, which the memory model does not count: 0.5 keeps a margin for that
+ * (docs/cost-model.md, "Drain"). */
 #define PLAN_DRAIN_SHARE 0.5
 
 /* Micro-batches whose saved tensors stage k of n_stages holds at once (DESIGN.md): 1F1B and
