@@ -413,15 +413,17 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
      * and recompute time of stages 0..k-1, which the drain runs after it) before stage 0's,
      * so its step overlaps that much of the drain. GPU steps run in parallel; a host step
      * first moves gradients down and weights back over PCIe, and host steps share the host
-     * memory bandwidth with every host step that starts no earlier (stages 0..k). */
-    double host_touch = 0, slack = 0;
+     * memory bandwidth of its socket with every host step there that starts no earlier
+     * (stages 0..k). */
+    double host_touch[MPRESS_MAX_GPUS] = {0}, slack = 0;
     ev->tail_s = 0;
     for (int k = 0; k < S; k++) {
         double touch = plan_optimizer_bytes(pb[k], gb[k], ob[k]), t = 0;
         if (a->stages[k].optimizer_on_host) {
-            host_touch += touch;
+            int q = plan_socket(topo, a->stages[k].gpu);
+            host_touch[q] += touch;
             t = (double)(gb[k] + pb[k]) / topo->pcie_bytes_per_s +
-                host_touch / plan_host_bw(topo) - slack;
+                host_touch[q] / topo->host_memory_bytes_per_s - slack;
         } else {
             double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;
             t = hbm > 0 ? touch / hbm - slack : 0;

@@ -72,8 +72,10 @@
  *   TT >= opt_k / hbm_g - slack_k - BigT (1 - x_kg) - BigT h_k,
  *         opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
  *   ot_k >= opt_k - BigOT (1 - h_k)
- *   TT >= (sum_r (Gr_r + P_r) y_kr) / pcie + sum_(j<=k) ot_j / host_bw - slack_k
- *         - BigH (1 - h_k)
+ *   ots_kq >= ot_k - BigOT (1 - sum_(g on socket q) x_kg)   (mapped, several sockets)
+ *   TT >= (sum_r (Gr_r + P_r) y_kr) / pcie + sum_(j<=k) ots_jq / host_bw_socket - slack_k
+ *         - BigH (1 - h_k) - BigH (1 - sum_(g on socket q) x_kg)   for every socket q
+ *         (fixed mapping or one socket: ot_j of the slots j on k's socket, no x term)
  * Objective
  *   min sum_k C_k + (M - 1) T + sum_k,a,b 2 bnd_kab / bw(a,b) + TT
  */
@@ -408,6 +410,7 @@ struct cols {
     int *w, *f, *ct; /* [k][run]: blocks of the run in slots <= k, run begun, run in slot k */
     int *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
     int *bnd, *fl; /* [k][a][b] */
+    int *ots;      /* [k][socket] */
     int T, TT;
 };
 
@@ -419,7 +422,7 @@ static void cols_free(struct cols *c)
     free(c->w), free(c->f), free(c->ct);
     free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
     free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
-    free(c->bnd), free(c->fl);
+    free(c->bnd), free(c->fl), free(c->ots);
 }
 
 /* x_kg: a column, or a constant (fixed mapping: slot k on GPU k). */
@@ -549,7 +552,11 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             min_hbm = fmin(min_hbm, topo->gpus[g].hbm_bytes_per_s / GB);
     const double bigT = min_hbm < 1e300 ? sumOT / min_hbm + 1 : 1;
     const double pcie = topo->pcie_bytes_per_s / GB;
-    const double hostbw = plan_host_bw(topo) / GB;
+    const double hsock = topo->host_memory_bytes_per_s / GB; /* per socket */
+    const int NK = topo->n_sockets > 0 ? topo->n_sockets : 1;
+    /* Which socket a slot's host step runs on is decided with the mapping. */
+    const int split_sockets = in->host_opt && in->mapped && NK > 1;
+    const double bigH = sumGP / pcie + sumOT / (hsock > 0 ? hsock : 1) + 1;
 
     const int NR = in->NR;
     c->w = calloc((size_t)(N * NR), sizeof(int));
@@ -566,12 +573,13 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     c->ov = calloc((size_t)N, sizeof(int));
     c->oh = calloc((size_t)N, sizeof(int));
     c->ot = calloc((size_t)N, sizeof(int));
+    c->ots = calloc((size_t)(N * NK), sizeof(int));
     c->hp = calloc((size_t)G, sizeof(int));
     c->bnd = calloc((size_t)(N * G * G), sizeof(int));
     c->fl = calloc((size_t)(N * G * G), sizeof(int));
     if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e ||
         !c->C || !c->ws ||
-        !c->ov || !c->oh || !c->ot || !c->hp || !c->bnd || !c->fl)
+        !c->ov || !c->oh || !c->ot || !c->ots || !c->hp || !c->bnd || !c->fl)
         return -1;
 
     /* Columns. */
@@ -611,6 +619,10 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             c->oh[k] = col_new(m, nm, GLP_CV, 0, -1, 0);
             name(nm, "ot_%d", k, 0, 0);
             c->ot[k] = col_new(m, nm, GLP_CV, 0, -1, 0);
+            for (int q = 0; split_sockets && q < NK; q++) {
+                name(nm, "ots_%d_%d", k, q, 0);
+                c->ots[IX2(k, q, NK)] = col_new(m, nm, GLP_CV, 0, -1, 0);
+            }
         }
         for (int cl = 0; cl < C; cl++) {
             name(nm, "R_%d_%d", k, cl, 0);
@@ -812,19 +824,17 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             row_add(m, c->h[k], -sumOT);
             name(nm, "opt_touch_%d", k, 0, 0);
             row_end(m, nm, GLP_LO, -sumOT);
-            /* Host step of slot k: its transfers, then every host step of slots 0..k (they
-             * start no earlier) on the host memory bandwidth, less its slack. */
-            const double bigH = sumGP / pcie + sumOT / hostbw + 1;
-            row_begin(m);
-            row_add(m, c->TT, 1);
-            add_slack(m, in, c, k, 1);
-            for (int b = 0; b < NR; b++)
-                add_y(m, in, c, k, b, -RB(b).gp / pcie);
-            for (int j = 0; j <= k; j++)
-                row_add(m, c->ot[j], -1.0 / hostbw);
-            row_add(m, c->h[k], -bigH);
-            name(nm, "tail_host_%d", k, 0, 0);
-            row_end(m, nm, GLP_LO, -bigH);
+            /* ots_kq: ot_k when slot k's GPU sits on socket q (mapped, several sockets). */
+            for (int q = 0; split_sockets && q < NK; q++) {
+                row_begin(m);
+                row_add(m, c->ots[IX2(k, q, NK)], 1);
+                row_add(m, c->ot[k], -1);
+                for (int g = 0; g < G; g++)
+                    if (plan_socket(topo, g) == q)
+                        add_x(m, in, c, k, g, -sumOT);
+                name(nm, "opt_socket_%d_%d", k, q, 0);
+                row_end(m, nm, GLP_LO, -sumOT);
+            }
         }
         /* GPU optimizer step in the tail. */
         for (int g = 0; g < G; g++) {
@@ -876,6 +886,34 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
         name(nm, "cycle_compute_%d", k, 0, 0);
         row_end(m, nm, GLP_LO, 0);
     }
+    /* Host optimizer tail: slot k's transfers, then every host step of slots 0..k (they start
+     * no earlier) on the same socket, at that socket's memory bandwidth, less k's slack. */
+    for (int k = 0; in->host_opt && k < N; k++)
+        for (int q = 0; q < NK; q++) {
+            if (!split_sockets && NK > 1 && plan_socket(topo, k) != q)
+                continue; /* fixed mapping: slot k is on GPU k */
+            row_begin(m);
+            row_add(m, c->TT, 1);
+            add_slack(m, in, c, k, 1);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -RB(b).gp / pcie);
+            for (int j = 0; j <= k; j++) {
+                if (split_sockets)
+                    row_add(m, c->ots[IX2(j, q, NK)], -1.0 / hsock);
+                else if (NK == 1 || plan_socket(topo, j) == q)
+                    row_add(m, c->ot[j], -1.0 / hsock);
+            }
+            row_add(m, c->h[k], -bigH);
+            double lo = -bigH;
+            if (split_sockets) {
+                for (int g = 0; g < G; g++)
+                    if (plan_socket(topo, g) == q)
+                        add_x(m, in, c, k, g, -bigH);
+                lo -= bigH;
+            }
+            name(nm, "tail_host_%d_%d", k, q, 0);
+            row_end(m, nm, GLP_LO, lo);
+        }
     /* Host memory. */
     if (topo->host_memory_bytes > 0) {
         row_begin(m);
@@ -1083,7 +1121,10 @@ static void sym_search(const struct mpress_topology *t, int *pi, int depth, unsi
         for (int a = 0; a < depth && ok; a++)
             ok = t->nvlinks[a][depth] == t->nvlinks[pi[a]][g] &&
                  (t->gpus[a].pcie_switch == t->gpus[depth].pcie_switch) ==
-                     (t->gpus[pi[a]].pcie_switch == t->gpus[g].pcie_switch);
+                     (t->gpus[pi[a]].pcie_switch == t->gpus[g].pcie_switch) &&
+                 /* host optimizer steps share their socket */
+                 (plan_socket(t, a) == plan_socket(t, depth)) ==
+                     (plan_socket(t, pi[a]) == plan_socket(t, g));
         if (!ok)
             continue;
         pi[depth] = g;

@@ -44,6 +44,12 @@ static inline double plan_optimizer_bytes(uint64_t pb, uint64_t gb, uint64_t ob)
 {
     return 2.0 * (double)pb + (double)gb + 2.0 * (double)ob;
 }
+/* The CPU socket of GPU g, whose memory a host optimizer step of g's stage runs on. */
+static inline int plan_socket(const struct mpress_topology *t, int g)
+{
+    int n = t->n_sockets > 0 ? t->n_sockets : 1, q = t->gpus[g].socket;
+    return q >= 0 && q < n ? q : 0;
+}
 /* Host memory bandwidth all sockets give together to CPU optimizer steps. */
 double plan_host_bw(const struct mpress_topology *t);
 

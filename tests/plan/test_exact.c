@@ -414,6 +414,13 @@ static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
                 t->gpus[g].pcie_switch = tiny_range(0, 1);
         }
     }
+    if (G > 1 && !nvswitch && tiny_range(0, 1)) { /* two sockets: host steps share only
+                                                     * their own (direct fabrics: the MILP
+                                                     * maps stages to GPUs there) */
+        t->n_sockets = 2;
+        for (int g = 0; g < G; g++)
+            t->gpus[g].socket = tiny_range(0, 1);
+    }
     if (tiny_range(0, 1)) /* a slow host link makes D2D worth its NVLink time */
         t->pcie_bytes_per_s = 600 * MB;
     if (tiny_range(0, 2) == 0)
