@@ -138,6 +138,13 @@ int main(void)
     a.stages[0].optimizer_on_host = 1;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
     CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.3 - 0.024, 1e-12);
+    /* GPU 1 on a second socket: each step has its socket to itself, stage 0 sets the tail. */
+    t.n_sockets = 2;
+    t.gpus[1].socket = 1;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.15, 1e-12);
+    t.n_sockets = 1;
+    t.gpus[1].socket = 0;
     a.stages[0].optimizer_on_host = a.stages[1].optimizer_on_host = 0;
     p.ops[1].param_bytes = p.ops[1].grad_bytes = p.ops[1].optim_bytes = 0;
     t.gpus[1].hbm_bytes_per_s = 100000 * MB;
