@@ -58,10 +58,21 @@ int mpress_profile_analytic(const struct mpress_model_config *m, const struct mp
         po->fwd_s = fwd[i];
         po->bwd_s = fwd[i] * mo->bwd_factor;
         po->fwd_flops = mo->fwd_flops;
+        /* A weight tied to another op's (GPT's and BERT's output projection = the word
+         * embedding) is counted once, at its owner, in params. Megatron-LM keeps a second copy
+         * with its own gradients and optimizer states on the stage that runs the tied op
+         * (initialize_word_embeddings, megatron/model/module.py), so the tied op carries that
+         * copy's model-state bytes. This assumes the owner and the tied op sit on different
+         * pipeline stages, as they do in any pipeline of two stages or more. */
+        uint64_t states_params = mo->params;
+        for (int w = 0; w < mo->n_weights; w++)
+            if (mo->weights[w].producer >= 0 && mo->weights[w].producer != i)
+                states_params +=
+                    mo->weights[w].bytes / (uint64_t)mpress_dtype_size(mo->weights[w].dtype);
         po->params = mo->params;
-        po->param_bytes = mo->params * (uint64_t)wb;
-        po->grad_bytes = mo->params * (uint64_t)gb;
-        po->optim_bytes = mo->params * (uint64_t)ob;
+        po->param_bytes = states_params * (uint64_t)wb;
+        po->grad_bytes = states_params * (uint64_t)gb;
+        po->optim_bytes = states_params * (uint64_t)ob;
         po->workspace_bytes = mo->workspace_bytes;
         po->output_bytes = mo->output_bytes;
         po->n_tensors = mo->n_saved;

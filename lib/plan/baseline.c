@@ -114,12 +114,12 @@ static void set_action(struct mpress_plan_action *ac, enum mpress_action kind, i
     ac->action = kind;
     ac->n_peers = 0;
     ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : ac->op;
-    ac->prefetch_before_op = kind == MPRESS_ACTION_KEEP ? -1 : stage_last;
+    ac->prefetch_before_op = plan_prefetch_point(kind, ac->op, stage_last);
 }
 
 static uint64_t total_short(const struct mpress_plan_eval *ev)
 {
-    uint64_t s = ev->host_short;
+    uint64_t s = ev->host_short + ev->drain_short;
     for (int g = 0; g < ev->n_gpus; g++)
         if (ev->gpus[g].peak > ev->gpus[g].capacity)
             s += ev->gpus[g].peak - ev->gpus[g].capacity;
@@ -152,7 +152,8 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
         for (int i = st->first_op; i <= st->last_op; i++)
             j0 += p->ops[i].n_tensors;
         /* Only stages on a short GPU, or parking on one, can help. */
-        int g = st->gpu, relevant = ev->gpus[g].peak > ev->gpus[g].capacity;
+        int g = st->gpu,
+            relevant = ev->gpus[g].peak > ev->gpus[g].capacity || ev->drain_gpu == g;
         for (int h = 0; h < topo->n_gpus && !relevant; h++)
             relevant = ev->gpus[h].peak > ev->gpus[h].capacity && ev->gpus[h].parked > 0;
         if (!relevant && !ev->host_short)
@@ -178,9 +179,13 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
             const struct mpress_saved_tensor *ts = &op->tensors[ac->tensor];
             if (ts->bytes == 0)
                 continue;
-            /* Moves away from keep, and d2d -> host for parked bytes on a short GPU. */
+            /* Moves away from keep, d2d -> host for parked bytes on a short GPU, and a swap ->
+             * recompute where evictions outrun their links (the drain rows). */
             int from_d2d = ac->action == MPRESS_ACTION_D2D_SWAP;
-            if (ac->action != MPRESS_ACTION_KEEP && !from_d2d)
+            int from_host = ac->action == MPRESS_ACTION_HOST_SWAP;
+            if (ac->action != MPRESS_ACTION_KEEP && !from_d2d && !from_host)
+                continue;
+            if (from_host && ev->drain_gpu != g)
                 continue;
             int dup = 0;
             for (int q = first_j; q < j && !dup; q++) {
@@ -194,6 +199,8 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
             struct mpress_plan_action saved = *ac;
             for (int kind = 1; kind < 3 + topo->n_gpus - 1; kind++) {
                 int peer = -1;
+                if (from_host && kind != MPRESS_ACTION_RECOMPUTE)
+                    continue;
                 if (kind >= 3) {
                     peer = kind - 3;
                     if (peer >= g)
@@ -242,7 +249,8 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
      * one search per class instead of per tensor. */
     const struct mpress_op *bop = &p->ops[a->actions[best_j].op];
     const struct mpress_saved_tensor *bts = &bop->tensors[a->actions[best_j].tensor];
-    int from_d2d = a->actions[best_j].action == MPRESS_ACTION_D2D_SWAP;
+    enum mpress_action from = a->actions[best_j].action;
+    int from_d2d = from == MPRESS_ACTION_D2D_SWAP;
     int from_peer = from_d2d ? a->actions[best_j].peers[0] : -1;
     double dt_first = 0;
     for (int j = best_j; j < a->n_actions && a->actions[j].op <= a->stages[best_stage].last_op;
@@ -250,7 +258,7 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
         struct mpress_plan_action *ac = &a->actions[j];
         const struct mpress_op *op = &p->ops[ac->op];
         if (j != best_j &&
-            (ac->action != (from_d2d ? MPRESS_ACTION_D2D_SWAP : MPRESS_ACTION_KEEP) ||
+            (ac->action != from ||
              (from_d2d && ac->peers[0] != from_peer) ||
              !same_class(bop, bts, op, &op->tensors[ac->tensor])))
             continue;

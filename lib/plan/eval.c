@@ -36,6 +36,41 @@ double plan_host_bw(const struct mpress_topology *t)
     return sockets * t->host_memory_bytes_per_s;
 }
 
+int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assignment *a)
+{
+    /* Per stage: tasks from the backward slot of an op in micro-batch u back to the same op's
+     * backward in micro-batch u - 1: the stage's n ops plus the recompute tasks (one per
+     * recomputed tensor) that open every backward pass. Lookahead n + rec - 1 issues a
+     * tensor's prefetch when the previous micro-batch has freed the same op's copy. */
+    int span[MPRESS_MAX_GPUS], L = -1, j = 0, first_j[MPRESS_MAX_GPUS + 1];
+    for (int k = 0; k < a->n_stages; k++) {
+        const struct mpress_plan_stage *st = &a->stages[k];
+        int swaps = 0, rec = 0;
+        first_j[k] = j;
+        for (int i = st->first_op; i <= st->last_op; i++)
+            for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+                enum mpress_action kind = a->actions[j].action;
+                swaps |= kind == MPRESS_ACTION_HOST_SWAP || kind == MPRESS_ACTION_D2D_SWAP;
+                rec += kind == MPRESS_ACTION_RECOMPUTE;
+            }
+        span[k] = st->last_op - st->first_op + rec;
+        if (swaps && (L < 0 || span[k] < L))
+            L = span[k];
+    }
+    first_j[a->n_stages] = j;
+    if (L < 0)
+        return 0;
+    /* The least span over the swapping stages, so that no stage's copies overlap the previous
+     * micro-batch's; a stage with a longer span issues its copies later than it could. */
+    for (int k = 0; k < a->n_stages; k++)
+        for (int q = first_j[k]; q < first_j[k + 1]; q++) {
+            struct mpress_plan_action *ac = &a->actions[q];
+            if (ac->action == MPRESS_ACTION_HOST_SWAP || ac->action == MPRESS_ACTION_D2D_SWAP)
+                ac->prefetch_before_op = ac->op;
+        }
+    return L;
+}
+
 int plan_count_tensors(const struct mpress_profile *p)
 {
     int n = 0;
@@ -151,6 +186,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
 {
     memset(ev, 0, sizeof(*ev));
     ev->short_gpu = -1;
+    ev->drain_gpu = -1;
     if (micro_batches < 1)
         return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be at least 1");
     int rc = check_assignment(p, topo, a, err);
@@ -159,7 +195,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
 
     const int S = a->n_stages, G = topo->n_gpus, M = micro_batches;
     /* Per stage (per micro-batch unless said otherwise). */
-    double comp[MPRESS_MAX_GPUS] = {0};
+    double comp[MPRESS_MAX_GPUS] = {0}, fwd[MPRESS_MAX_GPUS] = {0};
     uint64_t pb[MPRESS_MAX_GPUS] = {0}, gb[MPRESS_MAX_GPUS] = {0}, ob[MPRESS_MAX_GPUS] = {0};
     uint64_t act[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
     uint64_t host[MPRESS_MAX_GPUS] = {0}, ws[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
@@ -175,6 +211,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
         for (int i = st->first_op; i <= st->last_op; i++) {
             const struct mpress_op *op = &p->ops[i];
             comp[k] += op->fwd_s + op->bwd_s;
+            fwd[k] += op->fwd_s;
             pb[k] += op->param_bytes;
             gb[k] += op->grad_bytes;
             ob[k] += op->optim_bytes;
@@ -236,6 +273,44 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
                 ev->short_bytes = mg->peak - mg->capacity;
                 ev->short_gpu = g;
             }
+        }
+    }
+    /* Drain: stage k's host-swapped bytes of one micro-batch must cross its PCIe link, and its
+     * switch's uplink together with those of the other GPUs behind that switch, within one
+     * forward of the stage. Otherwise evictions queue up during the 1F1B warm-up (n_k forwards
+     * back to back) and the prefetch issued at the start of a forward is late for the backward
+     * after it. The shortfall is the backlog n_k (H_k - F_k bw) the GPU would hold. */
+    double sw_host[MPRESS_MAX_GPUS] = {0};
+    for (int k = 0; k < S; k++) {
+        int w = topo->gpus[a->stages[k].gpu].pcie_switch;
+        if (w >= 0 && w < topo->n_switches)
+            sw_host[w] += (double)host[k];
+    }
+    for (int k = 0; k < S; k++) {
+        int g = a->stages[k].gpu, w = topo->gpus[g].pcie_switch;
+        const double F = fwd[k] * PLAN_DRAIN_SHARE;
+        double over = (double)host[k] - F * topo->pcie_bytes_per_s;
+        if (w >= 0 && w < topo->n_switches && topo->switches[w].uplink_bytes_per_s > 0 &&
+            sw_host[w] > 0)
+            over = fmax(over, sw_host[w] - F * topo->switches[w].uplink_bytes_per_s);
+        /* D2D evictions: per peer over the pair's NVLinks (direct fabric), or all together
+         * through the GPU's switch ports (NVSwitch). */
+        double d2d_all = 0;
+        for (int q = 0; q < G; q++) {
+            d2d_all += (double)d2d[k][q];
+            if (d2d[k][q] > 0 && topo->fabric != MPRESS_FABRIC_NVSWITCH)
+                over = fmax(over, (double)d2d[k][q] - F * plan_nvlink_bw(topo, g, q));
+        }
+        if (d2d_all > 0 && topo->fabric == MPRESS_FABRIC_NVSWITCH)
+            over = fmax(over, d2d_all - F * plan_port_bw(topo, g));
+        /* GLPK's feasibility tolerance (1e-7 relative) must not make a MILP plan fail here. */
+        if (over <= 1e-6 * ((double)host[k] + d2d_all) + 1)
+            continue;
+        uint64_t backlog = (uint64_t)ceil(over) * (uint64_t)plan_in_flight(schedule, S, k, M);
+        ev->fits = 0;
+        if (backlog > ev->drain_short) {
+            ev->drain_short = backlog;
+            ev->drain_gpu = g;
         }
     }
     /* A host without a stated memory size is not checked. */
@@ -334,29 +409,28 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
                                                         a->stages[k + 1].gpu);
     }
 
-    /* Optimizer tail, once per iteration: GPU steps run in parallel; host steps first move
-     * gradients down and weights back over PCIe (the slowest one counts), then share the
-     * host memory bandwidth. */
-    double host_touch = 0, host_xfer = 0;
+    /* Optimizer tail, once per iteration. Stage k's last backward ends slack_k (the backward
+     * and recompute time of stages 0..k-1, which the drain runs after it) before stage 0's,
+     * so its step overlaps that much of the drain. GPU steps run in parallel; a host step
+     * first moves gradients down and weights back over PCIe, and host steps share the host
+     * memory bandwidth of its socket with every host step there that starts no earlier
+     * (stages 0..k). */
+    double host_touch[MPRESS_MAX_GPUS] = {0}, slack = 0;
     ev->tail_s = 0;
     for (int k = 0; k < S; k++) {
-        double touch = plan_optimizer_bytes(pb[k], gb[k], ob[k]);
+        double touch = plan_optimizer_bytes(pb[k], gb[k], ob[k]), t = 0;
         if (a->stages[k].optimizer_on_host) {
-            host_touch += touch;
-            double x = (double)(gb[k] + pb[k]) / topo->pcie_bytes_per_s;
-            if (x > host_xfer)
-                host_xfer = x;
+            int q = plan_socket(topo, a->stages[k].gpu);
+            host_touch[q] += touch;
+            t = (double)(gb[k] + pb[k]) / topo->pcie_bytes_per_s +
+                host_touch[q] / topo->host_memory_bytes_per_s - slack;
         } else {
             double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;
-            double t = hbm > 0 ? touch / hbm : 0;
-            if (t > ev->tail_s)
-                ev->tail_s = t;
+            t = hbm > 0 ? touch / hbm - slack : 0;
         }
-    }
-    if (host_touch > 0) {
-        double t = host_xfer + host_touch / plan_host_bw(topo);
         if (t > ev->tail_s)
             ev->tail_s = t;
+        slack += comp[k] - fwd[k];
     }
 
     ev->iteration_s = ev->fill_drain_s + (M - 1) * ev->cycle_s + ev->tail_s;

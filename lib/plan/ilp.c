@@ -23,7 +23,7 @@
  * Stages are slots; empty slots come first, so slot k's in-flight count n_k = min(N - k, M)
  * (GPipe: M) and weight versions v_k (async: n_k, else 1) are constants.
  *
- * Per-block constants of run r: T_r fwd+bwd s, P_r/Gr_r/O_r weight/gradient/optimizer bytes,
+ * Per-block constants of run r: T_r fwd+bwd s, Tf_r fwd s, P_r/Gr_r/O_r weight/gradient/optimizer bytes,
  * A_r saved bytes, W_r largest workspace, X_r output bytes of its last op, cnt_rc tensors of
  * class c. Class constants: s_c bytes, r_c recompute s.
  *
@@ -36,7 +36,7 @@
  *   h_k in {0,1}   slot k's optimizer states live on the host (when the host can take them)
  *   R_kc, H_kc, D_kc in Z+  tensors of class c in slot k recomputed / host-swapped / D2D
  *   e_kg >= 0      bytes per micro-batch slot k parks on GPU g
- *   C_k, ws_k, ov_k, oh_k, ot_k >= 0, T >= 0 (cycle), TT >= 0 (optimizer tail), HX >= 0
+ *   C_k, ws_k, ov_k, oh_k, ot_k >= 0, T >= 0 (cycle), TT >= 0 (optimizer tail)
  *   bnd_kab >= 0   boundary bytes of slot k when k on a and k+1 on b (x products, linearised)
  *   fl_kab >= 0    e_kb when slot k is on a (linearised product)
  *   hp_g >= 0      host-swap bytes of the slot on g
@@ -63,9 +63,19 @@
  *   NVSwitch, GPU g:  T port_g >= sum_k,b (fl_kgb + fl_kbg + bnd_kgb + bnd_kbg)
  *   PCIe of g:  T pcie >= pl_g := hp_g + sum_k,b without NVLink (bnd_kgb + bnd_kbg)
  *   uplink w:   T up_w >= sum_{g behind w} pl_g
- *   TT >= opt_k / hbm_g - BigT (1 - x_kg) - BigT h_k, opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
- *   ot_k >= opt_k - BigOT (1 - h_k);  HX >= (sum_r (Gr_r + P_r) y_kr) / pcie - BigT (1 - h_k)
- *   TT >= HX + sum_k ot_k / host_bw
+ *   drain (one forward drains a micro-batch's host swaps), F_k = sum_r Tf_r y_kr (forward s):
+ *     Hb_k <= pcie F_k;   sum_{g' behind w} hp_g' <= up_w F_k + BigD (2 - x_kg - f_k0)
+ *     for every slot k and GPU g behind switch w (f_k0 = 1: slot k is used);
+ *     direct fabric: e_kg <= bw_ag F_k + BigD (1 - x_ka) for every NVLink pair (a, g);
+ *     NVSwitch: sum_g e_kg <= port_k F_k
+ *   slack_k = sum_(j<k) (sum_r (T_r - Tf_r) y_jr + sum_c r_c R_jc)   (drain order)
+ *   TT >= opt_k / hbm_g - slack_k - BigT (1 - x_kg) - BigT h_k,
+ *         opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
+ *   ot_k >= opt_k - BigOT (1 - h_k)
+ *   ots_kq >= ot_k - BigOT (1 - sum_(g on socket q) x_kg)   (mapped, several sockets)
+ *   TT >= (sum_r (Gr_r + P_r) y_kr) / pcie + sum_(j<=k) ots_jq / host_bw_socket - slack_k
+ *         - BigH (1 - h_k) - BigH (1 - sum_(g on socket q) x_kg)   for every socket q
+ *         (fixed mapping or one socket: ot_j of the slots j on k's socket, no x term)
  * Objective
  *   min sum_k C_k + (M - 1) T + sum_k,a,b 2 bnd_kab / bw(a,b) + TT
  */
@@ -212,7 +222,7 @@ static void row_end(struct model *m, const char *name, int type, double bound)
 
 struct block {
     int first, last;
-    double t, opt_touch;
+    double t, tf, opt_touch; /* fwd + bwd s, fwd s */
     double p, g, o, a, w, x; /* GB */
     double gp;               /* gradient + weight GB (host optimizer transfer) */
 };
@@ -265,6 +275,7 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
         const struct mpress_op *op = &p->ops[i];
         struct block *bk = &in->blk[b];
         bk->t += op->fwd_s + op->bwd_s;
+        bk->tf += op->fwd_s;
         bk->p += op->param_bytes / GB;
         bk->g += op->grad_bytes / GB;
         bk->o += op->optim_bytes / GB;
@@ -328,7 +339,7 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
     for (b = 0; b < in->B; b++) {
         if (in->NR > 0) {
             const struct block *x = &in->blk[in->run_first[in->NR - 1]], *y = &in->blk[b];
-            int same = x->t == y->t && x->opt_touch == y->opt_touch && x->p == y->p &&
+            int same = x->t == y->t && x->tf == y->tf && x->opt_touch == y->opt_touch && x->p == y->p &&
                        x->g == y->g && x->o == y->o && x->a == y->a && x->w == y->w &&
                        x->x == y->x && x->gp == y->gp;
             for (int c = 0; c < in->C && same; c++)
@@ -399,7 +410,8 @@ struct cols {
     int *w, *f, *ct; /* [k][run]: blocks of the run in slots <= k, run begun, run in slot k */
     int *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
     int *bnd, *fl; /* [k][a][b] */
-    int T, TT, HX;
+    int *ots;      /* [k][socket] */
+    int T, TT;
 };
 
 #define IX2(k, i, n) ((k) * (n) + (i))
@@ -410,7 +422,7 @@ static void cols_free(struct cols *c)
     free(c->w), free(c->f), free(c->ct);
     free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
     free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
-    free(c->bnd), free(c->fl);
+    free(c->bnd), free(c->fl), free(c->ots);
 }
 
 /* x_kg: a column, or a constant (fixed mapping: slot k on GPU k). */
@@ -499,6 +511,19 @@ static void add_pcie_load(struct model *m, const struct inst *in, const struct c
 
 #define RB(r) (in->blk[in->run_first[(r)]])
 
+/* slack_k: backward and recompute seconds of slots 0..k-1, by which slot k's last backward of
+ * an iteration ends before slot 0's (the 1F1B / GPipe drain runs the stages in reverse). */
+static void add_slack(struct model *m, const struct inst *in, const struct cols *c, int k,
+                      double coef)
+{
+    for (int j = 0; j < k; j++) {
+        for (int r = 0; r < in->NR; r++)
+            add_y(m, in, c, j, r, coef * (RB(r).t - RB(r).tf));
+        for (int cl = 0; cl < in->C; cl++)
+            row_add(m, c->R[IX2(j, cl, in->C)], coef * in->cls[cl].r);
+    }
+}
+
 static int build(struct model *m, const struct inst *in, const struct mpress_topology *topo,
                  enum mpress_schedule sched, struct cols *c)
 {
@@ -527,7 +552,11 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             min_hbm = fmin(min_hbm, topo->gpus[g].hbm_bytes_per_s / GB);
     const double bigT = min_hbm < 1e300 ? sumOT / min_hbm + 1 : 1;
     const double pcie = topo->pcie_bytes_per_s / GB;
-    const double hostbw = plan_host_bw(topo) / GB;
+    const double hsock = topo->host_memory_bytes_per_s / GB; /* per socket */
+    const int NK = topo->n_sockets > 0 ? topo->n_sockets : 1;
+    /* Which socket a slot's host step runs on is decided with the mapping. */
+    const int split_sockets = in->host_opt && in->mapped && NK > 1;
+    const double bigH = sumGP / pcie + sumOT / (hsock > 0 ? hsock : 1) + 1;
 
     const int NR = in->NR;
     c->w = calloc((size_t)(N * NR), sizeof(int));
@@ -544,12 +573,13 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     c->ov = calloc((size_t)N, sizeof(int));
     c->oh = calloc((size_t)N, sizeof(int));
     c->ot = calloc((size_t)N, sizeof(int));
+    c->ots = calloc((size_t)(N * NK), sizeof(int));
     c->hp = calloc((size_t)G, sizeof(int));
     c->bnd = calloc((size_t)(N * G * G), sizeof(int));
     c->fl = calloc((size_t)(N * G * G), sizeof(int));
     if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e ||
         !c->C || !c->ws ||
-        !c->ov || !c->oh || !c->ot || !c->hp || !c->bnd || !c->fl)
+        !c->ov || !c->oh || !c->ot || !c->ots || !c->hp || !c->bnd || !c->fl)
         return -1;
 
     /* Columns. */
@@ -589,6 +619,10 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             c->oh[k] = col_new(m, nm, GLP_CV, 0, -1, 0);
             name(nm, "ot_%d", k, 0, 0);
             c->ot[k] = col_new(m, nm, GLP_CV, 0, -1, 0);
+            for (int q = 0; split_sockets && q < NK; q++) {
+                name(nm, "ots_%d_%d", k, q, 0);
+                c->ots[IX2(k, q, NK)] = col_new(m, nm, GLP_CV, 0, -1, 0);
+            }
         }
         for (int cl = 0; cl < C; cl++) {
             name(nm, "R_%d_%d", k, cl, 0);
@@ -614,8 +648,6 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
     }
     c->T = col_new(m, "T", GLP_CV, 0, -1, (double)(M - 1));
     c->TT = col_new(m, "TT", GLP_CV, 0, -1, 1.0);
-    if (in->host_opt)
-        c->HX = col_new(m, "HX", GLP_CV, 0, -1, 0);
     for (int g = 0; g < G; g++) {
         name(nm, "hp_%d", g, 0, 0);
         c->hp[g] = col_new(m, nm, GLP_CV, 0, -1, 0);
@@ -792,13 +824,17 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             row_add(m, c->h[k], -sumOT);
             name(nm, "opt_touch_%d", k, 0, 0);
             row_end(m, nm, GLP_LO, -sumOT);
-            row_begin(m);
-            row_add(m, c->HX, 1);
-            for (int b = 0; b < NR; b++)
-                add_y(m, in, c, k, b, -RB(b).gp / pcie);
-            row_add(m, c->h[k], -(sumGP / pcie + 1));
-            name(nm, "opt_xfer_%d", k, 0, 0);
-            row_end(m, nm, GLP_LO, -(sumGP / pcie + 1));
+            /* ots_kq: ot_k when slot k's GPU sits on socket q (mapped, several sockets). */
+            for (int q = 0; split_sockets && q < NK; q++) {
+                row_begin(m);
+                row_add(m, c->ots[IX2(k, q, NK)], 1);
+                row_add(m, c->ot[k], -1);
+                for (int g = 0; g < G; g++)
+                    if (plan_socket(topo, g) == q)
+                        add_x(m, in, c, k, g, -sumOT);
+                name(nm, "opt_socket_%d_%d", k, q, 0);
+                row_end(m, nm, GLP_LO, -sumOT);
+            }
         }
         /* GPU optimizer step in the tail. */
         for (int g = 0; g < G; g++) {
@@ -807,6 +843,7 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             double hbm = topo->gpus[g].hbm_bytes_per_s / GB;
             row_begin(m);
             row_add(m, c->TT, 1);
+            add_slack(m, in, c, k, 1);
             for (int b = 0; b < NR; b++)
                 add_y(m, in, c, k, b, -RB(b).opt_touch / hbm);
             add_x(m, in, c, k, g, -bigT);
@@ -849,6 +886,34 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
         name(nm, "cycle_compute_%d", k, 0, 0);
         row_end(m, nm, GLP_LO, 0);
     }
+    /* Host optimizer tail: slot k's transfers, then every host step of slots 0..k (they start
+     * no earlier) on the same socket, at that socket's memory bandwidth, less k's slack. */
+    for (int k = 0; in->host_opt && k < N; k++)
+        for (int q = 0; q < NK; q++) {
+            if (!split_sockets && NK > 1 && plan_socket(topo, k) != q)
+                continue; /* fixed mapping: slot k is on GPU k */
+            row_begin(m);
+            row_add(m, c->TT, 1);
+            add_slack(m, in, c, k, 1);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -RB(b).gp / pcie);
+            for (int j = 0; j <= k; j++) {
+                if (split_sockets)
+                    row_add(m, c->ots[IX2(j, q, NK)], -1.0 / hsock);
+                else if (NK == 1 || plan_socket(topo, j) == q)
+                    row_add(m, c->ot[j], -1.0 / hsock);
+            }
+            row_add(m, c->h[k], -bigH);
+            double lo = -bigH;
+            if (split_sockets) {
+                for (int g = 0; g < G; g++)
+                    if (plan_socket(topo, g) == q)
+                        add_x(m, in, c, k, g, -bigH);
+                lo -= bigH;
+            }
+            name(nm, "tail_host_%d_%d", k, q, 0);
+            row_end(m, nm, GLP_LO, lo);
+        }
     /* Host memory. */
     if (topo->host_memory_bytes > 0) {
         row_begin(m);
@@ -860,15 +925,6 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
                 row_add(m, c->oh[k], 1);
         }
         row_end(m, "host_memory", GLP_UP, (double)topo->host_memory_bytes / GB);
-    }
-    /* Host optimizer tail. */
-    if (in->host_opt) {
-        row_begin(m);
-        row_add(m, c->TT, 1);
-        row_add(m, c->HX, -1);
-        for (int k = 0; k < N; k++)
-            row_add(m, c->ot[k], -1.0 / hostbw);
-        row_end(m, "tail_host", GLP_LO, 0);
     }
     /* Linearised products. */
     for (int k = 0; k + 1 < N; k++)
@@ -970,6 +1026,59 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
         name(nm, "uplink_%d", w, 0, 0);
         row_end(m, nm, GLP_LO, 0);
     }
+    /* Drain: a micro-batch's host swaps and D2D evictions leave within one forward of their
+     * stage. */
+    for (int k = 0; k < N; k++) {
+        if (in->d2d && topo->fabric == MPRESS_FABRIC_NVSWITCH) {
+            row_begin(m);
+            for (int g = 0; g < G; g++)
+                if (c->e[IX2(k, g, G)])
+                    row_add(m, c->e[IX2(k, g, G)], 1);
+            double bw = plan_port_bw(topo, k) / GB * PLAN_DRAIN_SHARE;
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -bw * RB(b).tf);
+            name(nm, "drain_port_%d", k, 0, 0);
+            row_end(m, nm, GLP_UP, 0);
+        } else if (in->d2d) {
+            for (int g = 0; g < G; g++)
+                for (int a = 0; a < G; a++) {
+                    double bw = plan_nvlink_bw(topo, a, g) / GB * PLAN_DRAIN_SHARE;
+                    if (!c->e[IX2(k, g, G)] || !x_possible(in, k, a) || bw <= 0)
+                        continue;
+                    row_begin(m);
+                    row_add(m, c->e[IX2(k, g, G)], 1);
+                    for (int b = 0; b < NR; b++)
+                        add_y(m, in, c, k, b, -bw * RB(b).tf);
+                    add_x(m, in, c, k, a, bigD);
+                    name(nm, "drain_nvl_%d_%d_%d", k, a, g);
+                    row_end(m, nm, GLP_UP, bigD);
+                }
+        }
+        row_begin(m);
+        for (int cl = 0; cl < C; cl++)
+            row_add(m, c->H[IX2(k, cl, C)], in->cls[cl].s);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, -pcie * PLAN_DRAIN_SHARE * RB(b).tf);
+        name(nm, "drain_pcie_%d", k, 0, 0);
+        row_end(m, nm, GLP_UP, 0);
+        for (int g = 0; g < G; g++) {
+            int w = topo->gpus[g].pcie_switch;
+            if (!x_possible(in, k, g) || w < 0 || w >= topo->n_switches ||
+                topo->switches[w].uplink_bytes_per_s <= 0)
+                continue;
+            double up = topo->switches[w].uplink_bytes_per_s / GB;
+            row_begin(m);
+            for (int q = 0; q < G; q++)
+                if (topo->gpus[q].pcie_switch == w)
+                    row_add(m, c->hp[q], 1);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -up * PLAN_DRAIN_SHARE * RB(b).tf);
+            add_x(m, in, c, k, g, bigD);
+            add_f(m, in, c, k, 0, bigD);
+            name(nm, "drain_up_%d_%d", k, g, 0);
+            row_end(m, nm, GLP_UP, 2 * bigD);
+        }
+    }
     return m->fail ? -1 : 0;
 }
 
@@ -1012,7 +1121,10 @@ static void sym_search(const struct mpress_topology *t, int *pi, int depth, unsi
         for (int a = 0; a < depth && ok; a++)
             ok = t->nvlinks[a][depth] == t->nvlinks[pi[a]][g] &&
                  (t->gpus[a].pcie_switch == t->gpus[depth].pcie_switch) ==
-                     (t->gpus[pi[a]].pcie_switch == t->gpus[g].pcie_switch);
+                     (t->gpus[pi[a]].pcie_switch == t->gpus[g].pcie_switch) &&
+                 /* host optimizer steps share their socket */
+                 (plan_socket(t, a) == plan_socket(t, depth)) ==
+                     (plan_socket(t, pi[a]) == plan_socket(t, g));
         if (!ok)
             continue;
         pi[depth] = g;
@@ -1295,7 +1407,7 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
                 ac->action = kind;
                 ac->n_peers = 0;
                 ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : i;
-                ac->prefetch_before_op = kind == MPRESS_ACTION_KEEP ? -1 : st->last_op;
+                ac->prefetch_before_op = plan_prefetch_point(kind, i, st->last_op);
                 if (kind == MPRESS_ACTION_D2D_SWAP)
                     dsum += (int64_t)p->ops[i].tensors[t].bytes;
             }
@@ -1324,24 +1436,47 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
                         target[best] += mv;
                     }
         }
-        int peer = 0;
+        /* Every D2D tensor is striped over the peers in proportion to their targets, so that
+         * each NVLink carries its share of every eviction as the forward produces it (a peer
+         * fed only the last layers' tensors would still be copying when the backward starts).
+         * Floors first, then the leftover bytes to peers with room: the shares of each tensor
+         * sum to its bytes and each peer's total to its target. */
+        int64_t rest = dsum;
         for (j = j0; j < a->n_actions && a->actions[j].op <= st->last_op; j++) {
             struct mpress_plan_action *ac = &a->actions[j];
             if (ac->action != MPRESS_ACTION_D2D_SWAP)
                 continue;
-            int64_t need = (int64_t)p->ops[ac->op].tensors[ac->tensor].bytes;
-            while (need > 0) {
-                while (peer < G && target[peer] <= 0)
-                    peer++;
-                if (peer >= G)
-                    return -1;
-                int64_t take = need < target[peer] ? need : target[peer];
-                ac->peers[ac->n_peers] = peer;
-                ac->peer_bytes[ac->n_peers] = (uint64_t)take;
-                ac->n_peers++;
-                need -= take;
-                target[peer] -= take;
+            int64_t need = (int64_t)p->ops[ac->op].tensors[ac->tensor].bytes, take[MPRESS_MAX_GPUS];
+            int64_t left_b = need;
+            for (int g = 0; g < G; g++) {
+                take[g] = 0;
+                if (target[g] <= 0 || rest <= 0)
+                    continue;
+                take[g] = (int64_t)floor((double)need * (double)target[g] / (double)rest);
+                if (take[g] > target[g])
+                    take[g] = target[g];
+                if (take[g] > left_b)
+                    take[g] = left_b;
+                left_b -= take[g];
             }
+            for (int g = 0; g < G && left_b > 0; g++) {
+                int64_t room = target[g] - take[g];
+                int64_t mv = room < left_b ? room : left_b;
+                if (mv > 0) {
+                    take[g] += mv;
+                    left_b -= mv;
+                }
+            }
+            if (left_b > 0)
+                return -1;
+            for (int g = 0; g < G; g++)
+                if (take[g] > 0) {
+                    ac->peers[ac->n_peers] = g;
+                    ac->peer_bytes[ac->n_peers] = (uint64_t)take[g];
+                    ac->n_peers++;
+                    target[g] -= take[g];
+                }
+            rest -= need;
             if (ac->n_peers == 0) { /* a zero-byte tensor: any peer */
                 for (int g = 0; g < G; g++)
                     if (plan_nvlink_bw(topo, st->gpu, g) > 0) {

@@ -9,6 +9,14 @@
  * MILP plan into one the evaluator finds short. */
 #define PLAN_MEM_MARGIN 1e-5
 
+/* Share of a link's bandwidth that one micro-batch's evictions may need during the stage's
+ * forward (the drain rows). Below 1 because an eviction starts only after its op's forward
+ * ends and shares its link with prefetches coming back and boundary tensors, so the last
+ * forward of the 1F1B warm-up still has copies in flight when the first backward starts and
+ * its prefetches land, which the memory model does not count: 0.5 keeps a margin for that
+ * (docs/cost-model.md, "Drain"). */
+#define PLAN_DRAIN_SHARE 0.5
+
 /* Micro-batches whose saved tensors stage k of n_stages holds at once (DESIGN.md): 1F1B and
  * async: min(S - k, M); GPipe: M. */
 static inline int plan_in_flight(enum mpress_schedule s, int n_stages, int k, int m)
@@ -36,8 +44,33 @@ static inline double plan_optimizer_bytes(uint64_t pb, uint64_t gb, uint64_t ob)
 {
     return 2.0 * (double)pb + (double)gb + 2.0 * (double)ob;
 }
+/* The CPU socket of GPU g, whose memory a host optimizer step of g's stage runs on. */
+static inline int plan_socket(const struct mpress_topology *t, int g)
+{
+    int n = t->n_sockets > 0 ? t->n_sockets : 1, q = t->gpus[g].socket;
+    return q >= 0 && q < n ? q : 0;
+}
 /* Host memory bandwidth all sockets give together to CPU optimizer steps. */
 double plan_host_bw(const struct mpress_topology *t);
+
+/* prefetch_before_op of a tensor of op `op` in a stage ending at `stage_last`. A swapped
+ * tensor is awaited by its own op's backward: with the plan's lookahead this is a sliding
+ * window, each copy issued the same number of tasks ahead of its use, so one micro-batch's
+ * prefetches never pile on the previous one's (docs/cost-model.md, "Prefetch"). Recomputes
+ * all run at the start of the stage's backward (the backward slot of its last op). */
+static inline int plan_prefetch_point(enum mpress_action kind, int op, int stage_last)
+{
+    if (kind == MPRESS_ACTION_KEEP)
+        return -1;
+    return kind == MPRESS_ACTION_RECOMPUTE ? stage_last : op;
+}
+
+/* Sets the prefetch points of a's swapped tensors and returns the plan's prefetch_lookahead:
+ * each tensor's prefetch is issued when the previous micro-batch's backward has freed the
+ * same op's copy (in steady 1F1B, during the forward that precedes the backward needing it),
+ * so that prefetched bytes are one micro-batch's worth and each copy has about a forward's
+ * time to land (docs/cost-model.md, "Prefetch"). 0 without swaps. */
+int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assignment *a);
 
 /* Total saved tensors of a profile. */
 int plan_count_tensors(const struct mpress_profile *p);

@@ -26,7 +26,12 @@ void mpress_plan_options_init(struct mpress_plan_options *o)
 static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
                           struct mpress_error *err)
 {
-    if (ev->short_gpu >= 0)
+    if (ev->short_gpu < 0 && !ev->host_short && ev->drain_gpu >= 0)
+        mpress_error_set(err, MPRESS_EINFEASIBLE,
+                         "no plan fits: in the closest plan (%s) GPU %d evicts more than its "
+                         "links drain during one forward (backlog %llu bytes)",
+                         policy, ev->drain_gpu, (unsigned long long)ev->drain_short);
+    else if (ev->short_gpu >= 0)
         mpress_error_set(err, MPRESS_EINFEASIBLE,
                          "no plan fits: in the closest plan (%s) GPU %d is short by %llu bytes "
                          "(%.2f GiB over its %.2f GiB)",
@@ -40,9 +45,34 @@ static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
                          policy, (unsigned long long)ev->host_short);
 }
 
+/* A stage that holds one micro-batch at a time gains nothing by swapping (its working set
+ * takes the tensor back before the same backward), so the MILP is indifferent to such swaps
+ * wherever its links have room; in a replay the copy out and back must both fit inside one
+ * forward and the backward waits for them. Keeping them costs no memory on the stage and frees
+ * the peer's or the host's, and removes link load, so the plan is no worse under the model. */
+static void keep_single_flight(const struct mpress_profile *p,
+                               const struct mpress_plan_options *o, struct mpress_assignment *a)
+{
+    int j = 0;
+    for (int k = 0; k < a->n_stages; k++) {
+        const struct mpress_plan_stage *st = &a->stages[k];
+        int single = plan_in_flight(o->schedule, a->n_stages, k, o->micro_batches) == 1;
+        for (int i = st->first_op; i <= st->last_op; i++)
+            for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+                struct mpress_plan_action *ac = &a->actions[j];
+                if (!single || (ac->action != MPRESS_ACTION_HOST_SWAP &&
+                                ac->action != MPRESS_ACTION_D2D_SWAP))
+                    continue;
+                ac->action = MPRESS_ACTION_KEEP;
+                ac->n_peers = 0;
+                ac->evict_after_op = ac->prefetch_before_op = -1;
+            }
+    }
+}
+
 static uint64_t shortfall(const struct mpress_plan_eval *ev)
 {
-    uint64_t s = ev->host_short;
+    uint64_t s = ev->host_short + ev->drain_short;
     for (int g = 0; g < ev->n_gpus; g++)
         if (ev->gpus[g].peak > ev->gpus[g].capacity)
             s += ev->gpus[g].peak - ev->gpus[g].capacity;
@@ -93,14 +123,16 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         }
         if (rc)
             goto done;
+        keep_single_flight(p, o, &chosen);
         rc = mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, &chosen, &ev, err);
         if (rc)
             goto done;
         if (!ev.fits) {
             rc = mpress_error_set(err, MPRESS_ESYSTEM,
                                   "the MILP's plan does not fit when evaluated (GPU %d short by "
-                                  "%llu bytes): a cost-model mismatch",
-                                  ev.short_gpu, (unsigned long long)ev.short_bytes);
+                                  "%llu bytes, drain backlog %llu bytes): a cost-model mismatch",
+                                  ev.short_gpu, (unsigned long long)ev.short_bytes,
+                                  (unsigned long long)ev.drain_short);
             goto done;
         }
     } else {
@@ -128,9 +160,10 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
     out->topology = *topo;
     out->schedule = o->schedule;
     out->micro_batches = o->micro_batches;
-    /* Prefetches are issued at prefetch_before_op itself (the stage's first backward op): the
-     * cost model holds one micro-batch's evicted tensors for the whole backward. */
-    out->prefetch_lookahead = 0;
+    /* Prefetches are issued at the start of the forward that precedes the backward needing
+     * them, so that their copy overlaps that forward as the cycle assumes (docs/cost-model.md,
+     * "Prefetch"). */
+    out->prefetch_lookahead = plan_schedule_prefetches(p, &chosen);
     out->n_stages = chosen.n_stages;
     out->stages = calloc((size_t)chosen.n_stages, sizeof(*out->stages));
     out->n_actions = chosen.n_actions;

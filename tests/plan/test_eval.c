@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "../../lib/plan/plan_internal.h"
 #include "tiny.h"
 
 /* Two ops on two GPUs joined by one NVLink (1000 MB/s), PCIe 300 MB/s, one switch 400 MB/s.
@@ -98,6 +99,15 @@ int main(void)
     CHECK_NEAR(ev.iteration_s, 0.1 + 3 * (50.0 / 300.0) + 40.0 / 300.0 + 0.15, 1e-12);
     CHECK_INT(ev.action_bytes[MPRESS_ACTION_D2D_SWAP], 100 * MB);
     CHECK_INT(ev.action_bytes[MPRESS_ACTION_HOST_SWAP], 50 * MB);
+    /* Drain: a forward may use half of each link. Stage 0 (10 ms) evicts 100 MB over the
+     * NVLink, which takes 0.5 x 0.010 x 1000 = 5 MB: 95 MB short; its switch's uplink carries
+     * stage 1's 50 MB against 0.5 x 0.010 x 400 = 2 MB: 48 MB short. Stage 1 (20 ms): PCIe
+     * 50 - 3 = 47 MB, uplink 50 - 4 = 46 MB. The backlog is n_k times the worst: 2 x 95 MB
+     * on GPU 0 against 1 x 47 MB on GPU 1. */
+    CHECK(!ev.fits);
+    CHECK_INT(ev.short_gpu, -1);
+    CHECK_INT(ev.drain_gpu, 0);
+    CHECK_NEAR((double)ev.drain_short, 190.0 * MB, 2);
 
     /* C: recompute t0 instead: 4 ms more compute in stage 0, still under stage 1's 60 ms. */
     set(&a, 0, MPRESS_ACTION_RECOMPUTE);
@@ -108,6 +118,57 @@ int main(void)
     CHECK_NEAR(ev.iteration_s, 0.104 + 3 * 0.06 + 0.003, 1e-12);
     CHECK_INT(ev.gpus[0].activations, 0);
     CHECK_INT(ev.gpus[0].working, 100 * MB);
+    CHECK(ev.fits);
+    CHECK_INT(ev.drain_gpu, -1);
+
+    /* Optimizer steps overlap the drain: stage 1 with 10 M parameters on a GPU with 5000 MB/s
+     * touches 300 MB in 0.06 s, but its last backward ends stage 0's backward + recompute
+     * (0.020 + 0.004 s) before stage 0's: tail = max(0.003, 0.06 - 0.024) = 0.036 s. On the
+     * host instead: (20 + 20) MB / 300 MB/s + 300 MB / 2000 MB/s - 0.024 s. */
+    p.ops[1].param_bytes = p.ops[1].grad_bytes = 20 * MB;
+    p.ops[1].optim_bytes = 120 * MB;
+    t.gpus[1].hbm_bytes_per_s = 5000 * MB;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.tail_s, 0.036, 1e-12);
+    a.stages[1].optimizer_on_host = 1;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.15 - 0.024, 1e-12);
+    /* Both on the host: stage 0 has no slack and 300 MB of its own; stage 1 shares the host
+     * with stage 0 (600 MB): max(0.1333 + 0.15, 0.1333 + 0.3 - 0.024). */
+    a.stages[0].optimizer_on_host = 1;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.3 - 0.024, 1e-12);
+    /* GPU 1 on a second socket: each step has its socket to itself, stage 0 sets the tail. */
+    t.n_sockets = 2;
+    t.gpus[1].socket = 1;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.15, 1e-12);
+    t.n_sockets = 1;
+    t.gpus[1].socket = 0;
+    a.stages[0].optimizer_on_host = a.stages[1].optimizer_on_host = 0;
+    p.ops[1].param_bytes = p.ops[1].grad_bytes = p.ops[1].optim_bytes = 0;
+    t.gpus[1].hbm_bytes_per_s = 100000 * MB;
+
+    /* Prefetch points: one stage holding both ops, t0 swapped and t1 recomputed. From op 0's
+     * backward slot in one micro-batch back to op 0's backward in the previous one the stream
+     * runs 2 backward ops and 1 recompute: lookahead 2 issues the prefetch as that backward
+     * ends. Without the recompute the span is 1. The swapped tensor waits at its own op. */
+    {
+        struct mpress_assignment one;
+        CHECK_INT(mpress_assignment_init(&one, &p, &err), 0);
+        one.n_stages = 1;
+        one.stages[0] = (struct mpress_plan_stage){0, 1, 0, 0};
+        set(&one, 0, MPRESS_ACTION_HOST_SWAP);
+        set(&one, 1, MPRESS_ACTION_RECOMPUTE);
+        one.actions[0].prefetch_before_op = 1;
+        CHECK_INT(plan_schedule_prefetches(&p, &one), 2);
+        CHECK_INT(one.actions[0].prefetch_before_op, 0);
+        set(&one, 1, MPRESS_ACTION_KEEP);
+        CHECK_INT(plan_schedule_prefetches(&p, &one), 1);
+        set(&one, 0, MPRESS_ACTION_KEEP);
+        CHECK_INT(plan_schedule_prefetches(&p, &one), 0);
+        mpress_assignment_finish(&one);
+    }
 
     /* Short by half a MB: capacity 379.5 MB against a peak of 380 MB. */
     set(&a, 0, MPRESS_ACTION_KEEP);

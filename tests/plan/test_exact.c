@@ -38,7 +38,7 @@ static int fits_margin(const struct mpress_plan_eval *ev)
     for (int g = 0; g < ev->n_gpus; g++)
         if ((double)ev->gpus[g].peak > (double)ev->gpus[g].capacity * (1 - PLAN_MEM_MARGIN))
             return 0;
-    return ev->host_short == 0;
+    return ev->host_short == 0 && ev->drain_short == 0;
 }
 
 static int first_peer(const struct mpress_topology *t, int g)
@@ -82,12 +82,12 @@ static double split_lp(struct brute *b)
         if (base[g] > ev1.gpus[g].capacity * (1 - PLAN_MEM_MARGIN) / MB)
             return -1;
     }
-    if (ev1.host_short)
+    if (ev1.host_short || ev0.drain_short) /* ev0: host swaps alone already drain too slowly */
         return -1;
     b->lps++;
 
     /* Per stage: D2D bytes, GPU, in-flight count, boundary output. */
-    double D[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
+    double D[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0}, fwd[MPRESS_MAX_GPUS] = {0};
     int gpu[MPRESS_MAX_GPUS], n[MPRESS_MAX_GPUS], stage_on[MPRESS_MAX_GPUS];
     for (int g = 0; g < G; g++)
         stage_on[g] = -1;
@@ -96,6 +96,8 @@ static double split_lp(struct brute *b)
         stage_on[gpu[k]] = k;
         n[k] = plan_in_flight(b->sched, S, k, b->M);
         out[k] = k + 1 < S ? (double)b->p->ops[b->a.stages[k].last_op].output_bytes / MB : 0;
+        for (int i = b->a.stages[k].first_op; i <= b->a.stages[k].last_op; i++)
+            fwd[k] += b->p->ops[i].fwd_s;
     }
     for (int j = 0; j < b->a.n_actions; j++) {
         const struct mpress_plan_action *ac = &b->a.actions[j];
@@ -143,6 +145,28 @@ static double split_lp(struct brute *b)
         glp_set_row_bnds(lp, r, GLP_UP, 0,
                          ev1.gpus[g].capacity * (1 - PLAN_MEM_MARGIN) / MB - base[g]);
         glp_set_mat_row(lp, r, nz, ind, val);
+    }
+    /* Drain: one micro-batch's evictions within PLAN_DRAIN_SHARE of the stage's forward, per
+     * peer pair (direct) or through the stage GPU's ports (NVSwitch). */
+    for (int k = 0; k < S; k++) {
+        if (D[k] <= 0)
+            continue;
+        if (t->fabric == MPRESS_FABRIC_NVSWITCH) {
+            int nz = 0;
+            for (int g = 0; g < G; g++)
+                if (e[k][g])
+                    ind[++nz] = e[k][g], val[nz] = 1;
+            int r = glp_add_rows(lp, 1);
+            glp_set_row_bnds(lp, r, GLP_UP, 0,
+                             PLAN_DRAIN_SHARE * fwd[k] * plan_port_bw(t, gpu[k]) / MB);
+            glp_set_mat_row(lp, r, nz, ind, val);
+        } else {
+            for (int g = 0; g < G; g++)
+                if (e[k][g])
+                    glp_set_col_bnds(lp, e[k][g], GLP_DB, 0,
+                                     PLAN_DRAIN_SHARE * fwd[k] *
+                                         plan_nvlink_bw(t, gpu[k], g) / MB);
+        }
     }
     /* Links: bytes each way per micro-batch over bandwidth <= T. */
     if (t->fabric == MPRESS_FABRIC_NVSWITCH) {
@@ -327,7 +351,7 @@ static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
     tiny_profile_init(p);
     uint64_t states = 0, acts = 0;
     static const uint64_t sizes[] = {40, 90, 150};
-    static const double rec[] = {0.002, 0.012};
+    static const double rec[] = {0.02, 0.12};
     for (int i = 0; i < n; i++) {
         if (i > 0 && tiny_range(0, 2) == 0 && p->ops[i - 1].n_tensors <= tensors_left) {
             /* A copy of the previous op: runs of identical blocks, like a model's layers. */
@@ -356,7 +380,9 @@ static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
             nt = tensors_left;
         tensors_left -= nt;
         const char *kind = tiny_range(0, 1) ? "mlp" : "attn";
-        struct mpress_op *op = tiny_op(p, kind, 0.001 * tiny_range(1, 10),
+        /* Forwards of 10-100 ms: long enough for a tensor's eviction to drain during one
+         * (the drain rows), so that every action can be optimal somewhere. */
+        struct mpress_op *op = tiny_op(p, kind, 0.01 * tiny_range(1, 10),
                                        (uint64_t)tiny_range(0, 40), (uint64_t)tiny_range(5, 60),
                                        nt);
         op->workspace_bytes = (uint64_t)tiny_range(0, 30) * MB;
@@ -374,19 +400,29 @@ static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
     *sched = (enum mpress_schedule)tiny_range(0, 2);
     uint64_t hi = (states + acts * (uint64_t)*M) / MB + 200, lo = states / MB / (uint64_t)G + 20;
     tiny_topo(t, G, nvswitch, lo + tiny_rand() % (hi - lo + 1));
+    t->nvlink_bytes_per_s = 4000 * MB;
+    t->pcie_bytes_per_s = 3000 * MB;
+    t->switches[0].uplink_bytes_per_s = 4000 * MB;
     if (!nvswitch) {
         for (int a = 0; a < G; a++)
             for (int c = a + 1; c < G; c++)
                 t->nvlinks[a][c] = t->nvlinks[c][a] = tiny_range(0, 2);
         if (G > 1 && tiny_range(0, 1)) { /* two PCIe switches */
             t->n_switches = 2;
-            t->switches[1].uplink_bytes_per_s = 250 * MB;
+            t->switches[1].uplink_bytes_per_s = 2500 * MB;
             for (int g = 0; g < G; g++)
                 t->gpus[g].pcie_switch = tiny_range(0, 1);
         }
     }
+    if (G > 1 && !nvswitch && tiny_range(0, 1)) { /* two sockets: host steps share only
+                                                     * their own (direct fabrics: the MILP
+                                                     * maps stages to GPUs there) */
+        t->n_sockets = 2;
+        for (int g = 0; g < G; g++)
+            t->gpus[g].socket = tiny_range(0, 1);
+    }
     if (tiny_range(0, 1)) /* a slow host link makes D2D worth its NVLink time */
-        t->pcie_bytes_per_s = 60 * MB;
+        t->pcie_bytes_per_s = 600 * MB;
     if (tiny_range(0, 2) == 0)
         t->host_memory_bytes = (uint64_t)tiny_range(0, 600) * MB;
 }
@@ -395,7 +431,7 @@ int main(void)
 {
     glp_term_hook(term_off, NULL);
     tiny_state_ = 0x6d707265737321ULL; /* fixed seed */
-    int instances = 400, feasible = 0, with_d2d = 0, with_host_opt = 0, warm_started = 0;
+    int instances = 400, feasible = 0, with_d2d = 0, with_host_swap = 0, with_host_opt = 0, warm_started = 0;
     for (int inst = 0; inst < instances; inst++) {
         struct mpress_profile p;
         struct mpress_topology t;
@@ -459,6 +495,11 @@ int main(void)
                         with_d2d++;
                         break;
                     }
+                for (int j = 0; j < ia.n_actions; j++)
+                    if (ia.actions[j].action == MPRESS_ACTION_HOST_SWAP) {
+                        with_host_swap++;
+                        break;
+                    }
                 for (int k = 0; k < ia.n_stages; k++)
                     if (ia.stages[k].optimizer_on_host) {
                         with_host_opt++;
@@ -492,10 +533,11 @@ int main(void)
         mpress_profile_finish(&p);
     }
     fprintf(stderr,
-            "%d instances, %d feasible, %d optimal plans use D2D, %d host optimizer, %d also "
-            "solved from the greedy plan\n",
-            instances, feasible, with_d2d, with_host_opt, warm_started);
+            "%d instances, %d feasible, %d optimal plans use D2D, %d host swap, %d host "
+            "optimizer, %d also solved from the greedy plan\n",
+            instances, feasible, with_d2d, with_host_swap, with_host_opt, warm_started);
     CHECK(feasible >= 200);
     CHECK(with_d2d >= 10);
+    CHECK(with_host_swap >= 5);
     return check_done();
 }

@@ -40,6 +40,11 @@ struct mpress_plan_eval {
     struct mpress_plan_gpu gpus[MPRESS_MAX_GPUS];
     uint64_t action_bytes[4];   /* saved bytes per micro-batch by enum mpress_action */
     char bottleneck[64];        /* what sets the cycle: "stage 2 compute", "nvlink 0-3", ... */
+    /* Host swaps PCIe cannot drain during one forward (docs/cost-model.md, "Drain"): the
+     * stage's GPU would hold drain_short more bytes than the memory model counts, so such a
+     * plan does not fit; drain_gpu is the GPU most over (-1: none). */
+    int drain_gpu;
+    uint64_t drain_short;
 };
 
 /* The cost model. topo is already restricted to the GPUs in use. Returns MPRESS_EINPUT (with
