@@ -7,6 +7,10 @@
 #include "mpress/topology.h"
 #include "mpress/profile.h"
 #include "mpress/plan.h"
+#include "mpress/model.h"
+#include "mpress/planner.h"
+#include "mpress/sim.h"
+#include "mpress/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
