@@ -1584,14 +1584,20 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
     parm.msg_lev = GLP_MSG_OFF;
     parm.presolve = GLP_OFF;
     parm.mip_gap = o->mip_gap;
-    /* Measured (docs/benchmarks.md): with the mapping decided (dgx1), pseudo-cost branching
-     * without cut generation reaches a 1 % gap in a fraction of the nodes GLPK's defaults
-     * need; with the mapping fixed (NVSwitch), the defaults plus MIR cuts do best. */
+    /* Measured on the planner benchmark (docs/benchmarks.md, "Solver settings"). With the
+     * mapping decided (dgx1): pseudo-cost branching without cuts. No other GLPK setting
+     * (cuts, preprocessing, backtracking, heuristics) helped across instances: each one that
+     * saved nodes on one case cost them on a case perturbed by rounding. With the mapping
+     * fixed (NVSwitch): Driebeck-Tomlin branching with MIR, Gomory and cover cuts; Gomory and
+     * cover cuts together narrow most node-limited gaps (gpt-20b on 16 GPUs: 21 % -> 17 %),
+     * neither does alone. */
     if (in.mapped) {
         parm.br_tech = GLP_BR_PCH;
     } else {
         parm.br_tech = GLP_BR_DTH;
         parm.mir_cuts = GLP_ON;
+        parm.gmi_cuts = GLP_ON;
+        parm.cov_cuts = GLP_ON;
     }
     parm.bt_tech = GLP_BT_BLB;
     /* Big-M rows turn integer tolerance into bytes: 1e-5 x 1 TB would be 10 MB. */
