@@ -8,45 +8,8 @@
 #include <string.h>
 
 #include "mpress/sim.h"
+#include "util/strbuf.h"
 
-struct ebuf {
-    char *s;
-    size_t n, cap;
-    int failed;
-};
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void put(struct ebuf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (w < 0) {
-        b->failed = 1;
-        return;
-    }
-    if (b->n + (size_t)w + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->n + (size_t)w + 1)
-            nc *= 2;
-        char *q = realloc(b->s, nc);
-        if (!q) {
-            b->failed = 1;
-            return;
-        }
-        b->s = q;
-        b->cap = nc;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)w;
-}
 
 static double gb(uint64_t v)
 {
@@ -89,26 +52,26 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
 {
     const struct mpress_profile *pr = &plan->profile;
     const struct mpress_topology *tp = &plan->topology;
-    struct ebuf b = {0};
+    struct mpress_strbuf b = {0};
     char tmp[256];
     int S = plan->n_stages, M = plan->micro_batches;
 
-    put(&b, "Plan for %s (%d layers, hidden %d, sequence %d, micro-batch %d, %s, %s) on %s "
+    sb_printf(&b, "Plan for %s (%d layers, hidden %d, sequence %d, micro-batch %d, %s, %s) on %s "
             "(%d GPUs)\n",
         pr->model.name, pr->model.layers, pr->model.hidden, pr->model.seq,
         pr->model.micro_batch, pr->model.dtype, pr->model.optimizer, tp->name, tp->n_gpus);
-    put(&b, "made by %s with policy %s; solver %s", plan->generator, plan->policy,
+    sb_printf(&b, "made by %s with policy %s; solver %s", plan->generator, plan->policy,
         plan->solver.status);
     if (plan->solver.gap > 0)
-        put(&b, " (gap %.2f %%)", plan->solver.gap * 100);
-    put(&b, "\nschedule %s, %d micro-batches per iteration, prefetch lookahead %d ops\n",
+        sb_printf(&b, " (gap %.2f %%)", plan->solver.gap * 100);
+    sb_printf(&b, "\nschedule %s, %d micro-batches per iteration, prefetch lookahead %d ops\n",
         mpress_schedule_name(plan->schedule), M, plan->prefetch_lookahead);
-    put(&b, "predicted: %.4f s per iteration, %.3f samples/s\n\n", plan->iteration_s,
+    sb_printf(&b, "predicted: %.4f s per iteration, %.3f samples/s\n\n", plan->iteration_s,
         plan->samples_per_s);
 
     /* Stages */
-    put(&b, "Stages (one per GPU, in pipeline order)\n");
-    put(&b, "%-5s %-4s %-44s %9s %10s %10s %9s %s\n", "stage", "gpu", "ops", "params",
+    sb_printf(&b, "Stages (one per GPU, in pipeline order)\n");
+    sb_printf(&b, "%-5s %-4s %-44s %9s %10s %10s %9s %s\n", "stage", "gpu", "ops", "params",
         "fwd ms/mb", "bwd ms/mb", "in flight", "optimizer");
     for (int k = 0; k < S; k++) {
         const struct mpress_plan_stage *s = &plan->stages[k];
@@ -119,36 +82,38 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
             f += pr->ops[o].fwd_s;
             bw += pr->ops[o].bwd_s;
         }
-        put(&b, "%-5d %-4d %-44s %8.3fB %10.3f %10.3f %9d %s\n", k, s->gpu,
+        sb_printf(&b, "%-5d %-4d %-44s %8.3fB %10.3f %10.3f %9d %s\n", k, s->gpu,
             short_range(pr, s->first_op, s->last_op, tmp, sizeof(tmp)), params / 1e9, f * 1e3,
             bw * 1e3, in_flight(plan, k), s->optimizer_on_host ? "host (CPU step)" : "gpu");
     }
-    put(&b, "(in flight: micro-batches whose saved tensors the stage holds at once under %s)\n\n",
-        mpress_schedule_name(plan->schedule));
+    sb_printf(&b,
+              "(in flight: micro-batches whose saved tensors the stage holds at once under %s)\n\n",
+              mpress_schedule_name(plan->schedule));
 
     /* What each GPU holds */
-    put(&b, "What each GPU holds at its predicted peak (GB)\n");
-    put(&b, "%-4s %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "gpu", "stage", "capacity",
-        "peak", "weights", "grads", "optim", "activ", "parked", "working", "buffers", "reserve",
-        "free");
+    sb_printf(&b, "What each GPU holds at its predicted peak (GB)\n");
+    sb_printf(&b, "%-4s %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "gpu", "stage",
+        "capacity", "peak", "weights", "grads", "optim", "activ", "parked", "working", "buffers",
+        "reserve", "free");
     for (int i = 0; i < plan->n_gpus; i++) {
         const struct mpress_plan_gpu *g = &plan->gpus[i];
         char st[8];
         snprintf(st, sizeof(st), g->stage >= 0 ? "%d" : "-", g->stage);
         double fr = (double)g->capacity - (double)g->peak;
-        put(&b, "%-4d %5s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
+        sb_printf(&b,
+                  "%-4d %5s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
             g->gpu, st, gb(g->capacity), gb(g->peak), gb(g->weights), gb(g->gradients),
             gb(g->optimizer), gb(g->activations), gb(g->parked), gb(g->working), gb(g->buffers),
             gb(g->reserve), fr / 1e9);
     }
-    put(&b, "\n");
+    sb_printf(&b, "\n");
 
     /* Where the saved tensors go, per stage and action */
-    put(&b, "Saved tensors by stage and action: bytes freed on the stage's GPU at its peak "
+    sb_printf(&b, "Saved tensors by stage and action: bytes freed on the stage's GPU at its peak "
             "(bytes per micro-batch x micro-batches in flight) and seconds each iteration adds "
             "to the work (recompute: forward time run again; swaps: copy time out and back at "
             "the link's bandwidth, hidden where it overlaps compute)\n");
-    put(&b, "%-5s %-10s %7s %12s %12s %14s  %s\n", "stage", "action", "tensors", "GB per mb",
+    sb_printf(&b, "%-5s %-10s %7s %12s %12s %14s  %s\n", "stage", "action", "tensors", "GB per mb",
         "GB freed", "s added/iter", "where");
     for (int k = 0; k < S; k++) {
         const struct mpress_plan_stage *s = &plan->stages[k];
@@ -208,28 +173,24 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
                                                wl ? ", " : "", g, gb(to_peer[g]),
                                                peer_bw(tp, s->gpu, g) / 1e9);
             double freed = act == MPRESS_ACTION_KEEP ? 0 : gb(bytes) * in_flight(plan, k);
-            put(&b, "%-5d %-10s %7d %12.3f %12.3f %14.4f  %s\n", k,
+            sb_printf(&b, "%-5d %-10s %7d %12.3f %12.3f %14.4f  %s\n", k,
                 mpress_action_name((enum mpress_action)act), n, gb(bytes), freed, added, where);
         }
     }
-    put(&b, "\n");
+    sb_printf(&b, "\n");
 
     /* Baselines */
     if (plan->n_baselines > 0) {
-        put(&b, "Baselines under the same cost model\n");
-        put(&b, "%-10s %-5s %12s %12s\n", "policy", "fits", "iteration s", "this plan");
+        sb_printf(&b, "Baselines under the same cost model\n");
+        sb_printf(&b, "%-10s %-5s %12s %12s\n", "policy", "fits", "iteration s", "this plan");
         for (int i = 0; i < plan->n_baselines; i++) {
             const struct mpress_plan_baseline *bl = &plan->baselines[i];
             char sp[32] = "-";
             if (bl->fits && plan->iteration_s > 0)
                 snprintf(sp, sizeof(sp), "%.2fx faster", bl->iteration_s / plan->iteration_s);
-            put(&b, "%-10s %-5s %12.4f %12s\n", bl->policy, bl->fits ? "yes" : "no",
+            sb_printf(&b, "%-10s %-5s %12.4f %12s\n", bl->policy, bl->fits ? "yes" : "no",
                 bl->iteration_s, bl->fits ? sp : "(does not fit)");
         }
     }
-    if (b.failed) {
-        free(b.s);
-        return NULL;
-    }
-    return b.s ? b.s : calloc(1, 1);
+    return sb_finish(&b);
 }

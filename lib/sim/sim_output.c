@@ -9,57 +9,10 @@
 
 #include "config.h"
 #include "sim_internal.h"
+#include "util/strbuf.h"
 
 /* ---- a growing text buffer ------------------------------------------------------------------ */
 
-struct buf {
-    char *s;
-    size_t n, cap;
-    int failed;
-};
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void bprintf(struct buf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->n;
-        int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->s && (size_t)w < room) {
-            b->n += (size_t)w;
-            return;
-        }
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->n + (size_t)w + 1)
-            nc *= 2;
-        char *q = realloc(b->s, nc);
-        if (!q) {
-            b->failed = 1;
-            return;
-        }
-        b->s = q;
-        b->cap = nc;
-    }
-}
-
-static char *bdone(struct buf *b)
-{
-    if (b->failed || !b->s) {
-        free(b->s);
-        return b->failed ? NULL : calloc(1, 1);
-    }
-    return b->s;
-}
 
 /* ---- memory replay ----------------------------------------------------------------------- */
 
@@ -321,49 +274,49 @@ static void fmt_diff(char *out, size_t size, double sim, double pred)
 char *mpress_sim_oom_text(const struct mpress_sim *sim)
 {
     const struct mpress_sim_summary *S = &sim->summary;
-    struct buf b = {0};
+    struct mpress_strbuf b = {0};
     if (!S->out_of_memory && S->host_out_of_memory) {
-        bprintf(&b, "out of pinned host memory: peak %.3f GB of %.3f GB (host swaps and host "
+        sb_printf(&b, "out of pinned host memory: peak %.3f GB of %.3f GB (host swaps and host "
                     "optimizer states)", S->host_peak / 1e9, S->host_capacity / 1e9);
-        return bdone(&b);
+        return sb_finish(&b);
     }
     if (!S->out_of_memory)
         return NULL;
     const struct mpress_sim_gpu *G = &S->gpus[S->oom_gpu];
-    bprintf(&b, "out of memory on gpu %d at %.6f s: peak %.3f GB of %.3f GB capacity; largest "
+    sb_printf(&b, "out of memory on gpu %d at %.6f s: peak %.3f GB of %.3f GB capacity; largest "
                 "residents at the peak:", S->oom_gpu, G->oom_time_s, G->peak / 1e9,
             G->capacity / 1e9);
     for (int r = 0; r < G->n_residents; r++)
-        bprintf(&b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
+        sb_printf(&b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
                 G->residents[r].bytes / 1e9);
-    return bdone(&b);
+    return sb_finish(&b);
 }
 
 char *mpress_sim_render(const struct mpress_sim *sim)
 {
     const struct mpress_plan *plan = sim->plan;
     const struct mpress_sim_summary *S = &sim->summary;
-    struct buf b = {0};
+    struct mpress_strbuf b = {0};
     char d[32];
-    bprintf(&b, "simulated %s on %s: policy %s, %s, %d stages, %d micro-batches, %d "
+    sb_printf(&b, "simulated %s on %s: policy %s, %s, %d stages, %d micro-batches, %d "
                 "iteration%s (the last is reported)\n\n",
             plan->profile.model.name, plan->topology.name, plan->policy,
             mpress_schedule_name(plan->schedule), plan->n_stages, plan->micro_batches,
             S->iterations, S->iterations == 1 ? "" : "s");
-    bprintf(&b, "%-22s %14s %14s %10s\n", "", "simulated", "predicted", "diff");
+    sb_printf(&b, "%-22s %14s %14s %10s\n", "", "simulated", "predicted", "diff");
     fmt_diff(d, sizeof(d), S->iteration_s, plan->iteration_s);
-    bprintf(&b, "%-22s %12.4f s %12.4f s %10s\n", "iteration time", S->iteration_s,
+    sb_printf(&b, "%-22s %12.4f s %12.4f s %10s\n", "iteration time", S->iteration_s,
             plan->iteration_s, d);
     fmt_diff(d, sizeof(d), S->samples_per_s, plan->samples_per_s);
-    bprintf(&b, "%-22s %14.3f %14.3f %10s\n", "samples/s", S->samples_per_s,
+    sb_printf(&b, "%-22s %14.3f %14.3f %10s\n", "samples/s", S->samples_per_s,
             plan->samples_per_s, d);
     double pt = predicted_tflops(sim);
     fmt_diff(d, sizeof(d), S->model_tflops, pt);
-    bprintf(&b, "%-22s %14.2f %14.2f %10s\n", "model TFLOP/s", S->model_tflops, pt, d);
-    bprintf(&b, "(model TFLOP/s counts 3 x forward FLOPs per sample, recompute not counted; "
+    sb_printf(&b, "%-22s %14.2f %14.2f %10s\n", "model TFLOP/s", S->model_tflops, pt, d);
+    sb_printf(&b, "(model TFLOP/s counts 3 x forward FLOPs per sample, recompute not counted; "
                 "with recompute: %.2f)\n\n", S->hardware_tflops);
 
-    bprintf(&b, "%-4s %5s %10s %10s %9s %10s %10s %8s %8s %8s\n", "gpu", "stage", "peak GB",
+    sb_printf(&b, "%-4s %5s %10s %10s %9s %10s %10s %8s %8s %8s\n", "gpu", "stage", "peak GB",
             "predicted", "diff", "capacity", "peak at s", "busy s", "swap s", "bound s");
     for (int g = 0; g < S->n_gpus; g++) {
         const struct mpress_sim_gpu *G = &S->gpus[g];
@@ -371,18 +324,18 @@ char *mpress_sim_render(const struct mpress_sim *sim)
         fmt_diff(d, sizeof(d), (double)G->peak, P ? (double)P->peak : 0);
         char st[8];
         snprintf(st, sizeof(st), G->stage >= 0 ? "%d" : "-", G->stage);
-        bprintf(&b, "%-4d %5s %10.3f %10.3f %9s %10.3f %10.4f %8.4f %8.4f %8.4f%s\n", g, st,
+        sb_printf(&b, "%-4d %5s %10.3f %10.3f %9s %10.3f %10.4f %8.4f %8.4f %8.4f%s\n", g, st,
                 G->peak / 1e9, P ? P->peak / 1e9 : 0.0, d, G->capacity / 1e9, G->peak_time_s,
                 G->busy_s, G->stall_swap_s, G->stall_boundary_s,
                 G->out_of_memory ? "  OUT OF MEMORY" : "");
     }
-    bprintf(&b, "(busy, swap and boundary stalls over the reported iteration; stalls count "
+    sb_printf(&b, "(busy, swap and boundary stalls over the reported iteration; stalls count "
                 "compute waiting on a copy once the copy could start)\n");
     if (sim->wait_for_memory) {
-        bprintf(&b, "held for memory (--wait-for-memory), reported iteration:");
+        sb_printf(&b, "held for memory (--wait-for-memory), reported iteration:");
         for (int g = 0; g < S->n_gpus; g++)
-            bprintf(&b, "%s gpu %d %.4f s", g ? "," : "", g, S->gpus[g].stall_memory_s);
-        bprintf(&b, "\n");
+            sb_printf(&b, "%s gpu %d %.4f s", g ? "," : "", g, S->gpus[g].stall_memory_s);
+        sb_printf(&b, "\n");
     }
     int tight = -1;
     for (int g = 0; g < S->n_gpus; g++)
@@ -392,26 +345,26 @@ char *mpress_sim_render(const struct mpress_sim *sim)
             tight = g;
     if (tight >= 0) {
         const struct mpress_sim_gpu *G = &S->gpus[tight];
-        bprintf(&b, "fullest GPU: gpu %d at %.1f %% of capacity at %.4f s; largest residents:",
+        sb_printf(&b, "fullest GPU: gpu %d at %.1f %% of capacity at %.4f s; largest residents:",
                 tight, 100.0 * G->peak / G->capacity, G->peak_time_s);
         for (int r = 0; r < G->n_residents; r++)
-            bprintf(&b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
+            sb_printf(&b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
                     G->residents[r].bytes / 1e9);
-        bprintf(&b, "\n");
+        sb_printf(&b, "\n");
     }
     if (S->n_links) {
-        bprintf(&b, "\n%-26s %10s %12s %8s\n", "link (reported iteration)", "GB/s", "GB moved",
+        sb_printf(&b, "\n%-26s %10s %12s %8s\n", "link (reported iteration)", "GB/s", "GB moved",
                 "util");
         for (int i = 0; i < S->n_links; i++) {
             const struct mpress_sim_link *L = &S->links[i];
-            bprintf(&b, "%-26s %10.1f %12.3f %7.1f%%\n", L->name, L->bytes_per_s / 1e9,
+            sb_printf(&b, "%-26s %10.1f %12.3f %7.1f%%\n", L->name, L->bytes_per_s / 1e9,
                     L->bytes / 1e9, L->utilization * 100);
         }
     }
     if (S->host_peak)
-        bprintf(&b, "\npinned host memory at peak: %.3f GB of %.3f GB%s\n", S->host_peak / 1e9,
+        sb_printf(&b, "\npinned host memory at peak: %.3f GB of %.3f GB%s\n", S->host_peak / 1e9,
                 S->host_capacity / 1e9, S->host_out_of_memory ? "  OUT OF MEMORY" : "");
-    return bdone(&b);
+    return sb_finish(&b);
 }
 
 /* ---- Chrome trace -------------------------------------------------------------------------
@@ -424,35 +377,35 @@ char *mpress_sim_render(const struct mpress_sim *sim)
  * of times more time and memory than the simulation itself. Keys are written in sorted order
  * and times with fixed decimals, so the bytes are as deterministic as mpress_json_dumps. */
 
-static void json_str(struct buf *b, const char *s)
+static void json_str(struct mpress_strbuf *b, const char *s)
 {
-    bprintf(b, "\"");
+    sb_printf(b, "\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            bprintf(b, "\\%c", c);
+            sb_printf(b, "\\%c", c);
         else if (c < 0x20)
-            bprintf(b, "\\u%04x", c);
+            sb_printf(b, "\\u%04x", c);
         else
-            bprintf(b, "%c", c);
+            sb_printf(b, "%c", c);
     }
-    bprintf(b, "\"");
+    sb_printf(b, "\"");
 }
 
-static void meta(struct buf *b, const char *what, int pid, int tid, const char *name)
+static void meta(struct mpress_strbuf *b, const char *what, int pid, int tid, const char *name)
 {
-    bprintf(b, "{\"args\": {\"name\": ");
+    sb_printf(b, "{\"args\": {\"name\": ");
     json_str(b, name);
-    bprintf(b, "}, \"name\": \"%s\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d},\n", what, pid,
+    sb_printf(b, "}, \"name\": \"%s\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d},\n", what, pid,
             tid);
 }
 
-static void counter(struct buf *b, const char *name, int pid, double t, const char *key,
+static void counter(struct mpress_strbuf *b, const char *name, int pid, double t, const char *key,
                     double v)
 {
-    bprintf(b, "{\"args\": {\"%s\": %.6f}, \"name\": ", key, v);
+    sb_printf(b, "{\"args\": {\"%s\": %.6f}, \"name\": ", key, v);
     json_str(b, name);
-    bprintf(b, ", \"ph\": \"C\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f},\n", pid, t * 1e6);
+    sb_printf(b, ", \"ph\": \"C\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f},\n", pid, t * 1e6);
 }
 
 static void task_track(const struct mpress_sim *sim, const struct sim_task *T, int *pid,
@@ -524,15 +477,15 @@ static void task_name(const struct mpress_sim *sim, const struct sim_task *T, ch
 char *mpress_sim_trace(const struct mpress_sim *sim)
 {
     const struct mpress_plan *plan = sim->plan;
-    struct buf b = {0};
+    struct mpress_strbuf b = {0};
     int G = sim->n_gpus, NK = sim->n_queues - sim->cpu_queue0;
     char name[160];
-    bprintf(&b, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": \"mpress "
+    sb_printf(&b, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": \"mpress "
                 MPRESS_VERSION "\", \"model\": ");
     json_str(&b, plan->profile.model.name);
-    bprintf(&b, ", \"topology\": ");
+    sb_printf(&b, ", \"topology\": ");
     json_str(&b, plan->topology.name);
-    bprintf(&b, "}, \"traceEvents\": [\n");
+    sb_printf(&b, "}, \"traceEvents\": [\n");
     for (int g = 0; g < G; g++) {
         if (sim->gpu_stage[g] >= 0)
             snprintf(name, sizeof(name), "gpu %d (stage %d)", g, sim->gpu_stage[g]);
@@ -562,27 +515,27 @@ char *mpress_sim_trace(const struct mpress_sim *sim)
         int pid, tid;
         task_track(sim, T, &pid, &tid);
         task_name(sim, T, name, sizeof(name));
-        bprintf(&b, "{\"args\": {");
-        bprintf(&b, "\"bytes\": %.0f, \"iteration\": %d", P->bytes, P->iteration);
+        sb_printf(&b, "{\"args\": {");
+        sb_printf(&b, "\"bytes\": %.0f, \"iteration\": %d", P->bytes, P->iteration);
         if (P->micro_batch >= 0)
-            bprintf(&b, ", \"micro_batch\": %d", P->micro_batch);
+            sb_printf(&b, ", \"micro_batch\": %d", P->micro_batch);
         if (P->op >= 0) {
-            bprintf(&b, ", \"op\": ");
+            sb_printf(&b, ", \"op\": ");
             json_str(&b, plan->profile.ops[P->op].name);
         }
-        bprintf(&b, ", \"ready_us\": %.3f, \"stage\": %d", P->ready_s * 1e6, P->stage);
+        sb_printf(&b, ", \"ready_us\": %.3f, \"stage\": %d", P->ready_s * 1e6, P->stage);
         if (P->action >= 0) {
             const struct mpress_plan_action *a = &plan->actions[P->action];
-            bprintf(&b, ", \"tensor\": ");
+            sb_printf(&b, ", \"tensor\": ");
             json_str(&b, plan->profile.ops[a->op].tensors[a->tensor].id);
         }
         /* µs with ns decimals; the duration is taken between the rounded ends so that spans
          * on one track never overlap after rounding */
         double ts = round(P->start_s * 1e9) / 1e3, te = round(P->end_s * 1e9) / 1e3;
-        bprintf(&b, "}, \"cat\": \"%s\", \"dur\": %.3f, \"name\": ",
+        sb_printf(&b, "}, \"cat\": \"%s\", \"dur\": %.3f, \"name\": ",
                 mpress_sim_task_kind_name(P->kind), te - ts);
         json_str(&b, name);
-        bprintf(&b, ", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f},\n", pid, tid,
+        sb_printf(&b, ", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f},\n", pid, tid,
                 ts);
     }
     for (int i = 0; i < sim->n_rates; i++) {
@@ -603,9 +556,9 @@ char *mpress_sim_trace(const struct mpress_sim *sim)
     }
     /* The last event has no trailing comma: a metadata event that sorts the links process
      * after the GPUs. */
-    bprintf(&b, "{\"args\": {\"sort_index\": %d}, \"name\": \"process_sort_index\", \"ph\": "
+    sb_printf(&b, "{\"args\": {\"sort_index\": %d}, \"name\": \"process_sort_index\", \"ph\": "
                 "\"M\", \"pid\": %d, \"tid\": 0}\n]}\n", G + 1, G + 1);
-    return bdone(&b);
+    return sb_finish(&b);
 }
 
 /* ---- SVG ------------------------------------------------------------------------------------ */
@@ -616,15 +569,15 @@ static const char *const kind_colors[MPRESS_SIM_MEM_KINDS] = {
     "#4e79a7", "#a0cbe8", "#f28e2b", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
     "#9c755f"};
 
-static void xml_text(struct buf *b, const char *s)
+static void xml_text(struct mpress_strbuf *b, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '&': bprintf(b, "&amp;"); break;
-        case '<': bprintf(b, "&lt;"); break;
-        case '>': bprintf(b, "&gt;"); break;
-        case '"': bprintf(b, "&quot;"); break;
-        default: bprintf(b, "%c", *s);
+        case '&': sb_printf(b, "&amp;"); break;
+        case '<': sb_printf(b, "&lt;"); break;
+        case '>': sb_printf(b, "&gt;"); break;
+        case '"': sb_printf(b, "&quot;"); break;
+        default: sb_printf(b, "%c", *s);
         }
     }
 }
@@ -645,27 +598,27 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
             ymax = (double)S->gpus[g].peak;
     }
     ymax *= 1.05;
-    struct buf b = {0};
-    bprintf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    bprintf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"760\" "
+    struct mpress_strbuf b = {0};
+    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    sb_printf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"760\" "
                 "viewBox=\"0 0 %.0f 760\" font-family=\"sans-serif\" font-size=\"12\">\n", W, W);
-    bprintf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" "
+    sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" "
                 "y=\"24\" font-size=\"15\">", X0);
     xml_text(&b, sim->plan->profile.model.name);
-    bprintf(&b, " on ");
+    sb_printf(&b, " on ");
     xml_text(&b, sim->plan->topology.name);
-    bprintf(&b, ": memory per GPU over the reported iteration (%.4f s to %.4f s)</text>\n", t0,
+    sb_printf(&b, ": memory per GPU over the reported iteration (%.4f s to %.4f s)</text>\n", t0,
             t1);
     /* axes */
-    bprintf(&b, "<g stroke=\"#444\" fill=\"none\"><line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
+    sb_printf(&b, "<g stroke=\"#444\" fill=\"none\"><line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
                 "y2=\"%.0f\"/><line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\"/></g>\n",
             X0, Y1, X1, Y1, X0, Y0, X0, Y1);
     for (int i = 0; i <= 4; i++) {
         double v = ymax * i / 4, y = Y1 - (Y1 - Y0) * i / 4;
-        bprintf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.1f GB</text>\n", X0 - 4,
+        sb_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.1f GB</text>\n", X0 - 4,
                 y + 4, v / 1e9);
         double t = t0 + (t1 - t0) * i / 4, x = X0 + (X1 - X0) * i / 4;
-        bprintf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.3f s</text>\n", x,
+        sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.3f s</text>\n", x,
                 Y1 + 16, t);
     }
     /* capacity lines */
@@ -676,7 +629,7 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
         if (seen)
             continue;
         double y = Y1 - (Y1 - Y0) * (double)S->gpus[g].capacity / ymax;
-        bprintf(&b, "<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"#d00\" "
+        sb_printf(&b, "<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"#d00\" "
                     "stroke-dasharray=\"6 4\"/><text x=\"%.0f\" y=\"%.2f\" fill=\"#d00\" "
                     "text-anchor=\"end\">capacity %.1f GB</text>\n",
                 X0, y, X1, y, X1, y - 4, S->gpus[g].capacity / 1e9);
@@ -691,7 +644,7 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
     for (int g = 0; g < G; g++) {
         uint64_t v = tot[g];
         double sx = (X1 - X0) / (t1 - t0), sy = (Y1 - Y0) / ymax;
-        bprintf(&b, "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"%s\" points=\"%.2f,"
+        sb_printf(&b, "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"%s\" points=\"%.2f,"
                     "%.2f", gpu_colors[g % 10], X0, Y1 - v * sy);
         for (long j = start; j < sim->n_log && sim->log[j].t <= t1; j++) {
             int hit = 0;
@@ -703,18 +656,18 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
             if (!hit)
                 continue;
             double x = X0 + (sim->log[j].t - t0) * sx;
-            bprintf(&b, " %.2f,%.2f %.2f,%.2f", x, Y1 - (double)tot[g] * sy, x, Y1 - v * sy);
+            sb_printf(&b, " %.2f,%.2f %.2f,%.2f", x, Y1 - (double)tot[g] * sy, x, Y1 - v * sy);
             tot[g] = v;
         }
-        bprintf(&b, " %.2f,%.2f\"/>\n", X1, Y1 - v * sy);
-        bprintf(&b, "<text x=\"%.0f\" y=\"%.0f\" fill=\"%s\">gpu %d</text>\n", X1 + 8,
+        sb_printf(&b, " %.2f,%.2f\"/>\n", X1, Y1 - v * sy);
+        sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" fill=\"%s\">gpu %d</text>\n", X1 + 8,
                 Y0 + 14.0 * g + 4, gpu_colors[g % 10], g);
     }
     /* stacked bars at each GPU's peak */
-    bprintf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"15\">what is resident at each GPU's "
+    sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"15\">what is resident at each GPU's "
                 "peak, against capacity</text>\n", X0, B0 - 24);
     double bw = (X1 - X0) / (G > 0 ? G : 1), sy = (B1 - B0) / ymax;
-    bprintf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#444\"/>\n", X0,
+    sb_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#444\"/>\n", X0,
             B1, X1, B1);
     for (int g = 0; g < G; g++) {
         const struct mpress_sim_gpu *P = &S->gpus[g];
@@ -724,29 +677,29 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
             if (h <= 0)
                 continue;
             y -= h;
-            bprintf(&b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
+            sb_printf(&b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
                         "<title>gpu %d %s %.3f GB</title></rect>\n",
                     x, y, w, h, kind_colors[k], g,
                     mpress_sim_mem_kind_name((enum mpress_sim_mem_kind)k),
                     P->at_peak[k] / 1e9);
         }
         double cy = B1 - (double)P->capacity * sy;
-        bprintf(&b, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#d00\" "
+        sb_printf(&b, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#d00\" "
                     "stroke-width=\"2\"/>\n", x - 4, cy, x + w + 4, cy);
-        bprintf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">gpu %d</text>\n",
+        sb_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">gpu %d</text>\n",
                 x + w / 2, B1 + 16, g);
-        bprintf(&b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"10\">%.1f"
+        sb_printf(&b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"10\">%.1f"
                     "</text>\n", x + w / 2, y - 3, P->peak / 1e9);
     }
     for (int k = 0; k < MPRESS_SIM_MEM_KINDS; k++) {
         double x = X0 + 95.0 * k;
-        bprintf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+        sb_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
                     "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\">%s</text>\n",
                 x, B1 + 30, kind_colors[k], x + 14, B1 + 39,
                 mpress_sim_mem_kind_name((enum mpress_sim_mem_kind)k));
     }
-    bprintf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#d00\">red: capacity; "
+    sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#d00\">red: capacity; "
                 "numbers: peak GB</text>\n", X0, B1 + 56.0);
-    bprintf(&b, "</svg>\n");
-    return bdone(&b);
+    sb_printf(&b, "</svg>\n");
+    return sb_finish(&b);
 }

@@ -6,49 +6,7 @@
 #include <string.h>
 
 #include "mpress/topology.h"
-
-struct buf {
-    char *data;
-    size_t len, cap;
-    int failed;
-};
-
-static void put(struct buf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void put(struct buf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0,
-                          fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->data && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap <= b->len + (size_t)n)
-            cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-}
+#include "util/strbuf.h"
 
 /* The relation of a GPU pair as nvidia-smi names it: NV# where NVLink joins them, else the
  * PCIe path: PIX behind one switch, NODE within a socket, SYS across sockets. */
@@ -78,28 +36,28 @@ static double gib(uint64_t bytes)
 
 char *mpress_topology_render(const struct mpress_topology *t)
 {
-    struct buf b = {0};
+    struct mpress_strbuf b = {0};
     int n = t->n_gpus;
-    put(&b, "%s: %s\n\n", t->name, t->description);
-    put(&b, "%-8s", "");
+    sb_printf(&b, "%s: %s\n\n", t->name, t->description);
+    sb_printf(&b, "%-8s", "");
     for (int j = 0; j < n; j++) {
         char h[16];
         snprintf(h, sizeof(h), "GPU%d", j);
-        put(&b, "%-8s", h);
+        sb_printf(&b, "%-8s", h);
     }
-    put(&b, "Switch  Socket\n");
+    sb_printf(&b, "Switch  Socket\n");
     for (int i = 0; i < n; i++) {
         char h[16];
         snprintf(h, sizeof(h), "GPU%d", i);
-        put(&b, "%-8s", h);
+        sb_printf(&b, "%-8s", h);
         for (int j = 0; j < n; j++) {
             char r[16];
             relation(t, i, j, r, sizeof(r));
-            put(&b, "%-8s", r);
+            sb_printf(&b, "%-8s", r);
         }
-        put(&b, "%-8d%d\n", t->gpus[i].pcie_switch, t->gpus[i].socket);
+        sb_printf(&b, "%-8d%d\n", t->gpus[i].pcie_switch, t->gpus[i].socket);
     }
-    put(&b, "\nLegend:\n"
+    sb_printf(&b, "\nLegend:\n"
             "  X    = self\n"
             "  NV#  = # NVLinks%s\n"
             "  PIX  = behind the same PCIe switch\n"
@@ -107,45 +65,42 @@ char *mpress_topology_render(const struct mpress_topology *t)
             "  SYS  = across the socket link\n\n",
         t->fabric == MPRESS_FABRIC_NVSWITCH ? " (each GPU's ports, through NVSwitch)" : "");
 
-    put(&b, "Fabric: %s\n", t->fabric == MPRESS_FABRIC_NVSWITCH ? "NVSwitch" : "direct NVLink");
-    put(&b, "NVLink: %.1f GB/s per link per direction\n", gb(t->nvlink_bytes_per_s));
-    put(&b, "Peer bandwidth over NVLink (GB/s per direction):\n");
+    sb_printf(&b, "Fabric: %s\n",
+              t->fabric == MPRESS_FABRIC_NVSWITCH ? "NVSwitch" : "direct NVLink");
+    sb_printf(&b, "NVLink: %.1f GB/s per link per direction\n", gb(t->nvlink_bytes_per_s));
+    sb_printf(&b, "Peer bandwidth over NVLink (GB/s per direction):\n");
     for (int i = 0; i < n; i++) {
-        put(&b, "  GPU%-3d", i);
+        sb_printf(&b, "  GPU%-3d", i);
         for (int j = 0; j < n; j++) {
             if (i == j)
-                put(&b, " %6s", "-");
+                sb_printf(&b, " %6s", "-");
             else
-                put(&b, " %6.1f", gb(mpress_topology_p2p_bytes_per_s(t, i, j)));
+                sb_printf(&b, " %6.1f", gb(mpress_topology_p2p_bytes_per_s(t, i, j)));
         }
-        put(&b, "\n");
+        sb_printf(&b, "\n");
     }
-    put(&b, "PCIe: %.1f GB/s per GPU per direction\n", gb(t->pcie_bytes_per_s));
+    sb_printf(&b, "PCIe: %.1f GB/s per GPU per direction\n", gb(t->pcie_bytes_per_s));
     for (int k = 0; k < t->n_switches; k++) {
-        put(&b, "  switch %d: socket %d, uplink %.1f GB/s, GPUs", k, t->switches[k].socket,
+        sb_printf(&b, "  switch %d: socket %d, uplink %.1f GB/s, GPUs", k, t->switches[k].socket,
             gb(t->switches[k].uplink_bytes_per_s));
         for (int i = 0; i < n; i++)
             if (t->gpus[i].pcie_switch == k)
-                put(&b, " %d", i);
-        put(&b, "\n");
+                sb_printf(&b, " %d", i);
+        sb_printf(&b, "\n");
     }
-    put(&b, "Memory per GPU:\n");
+    sb_printf(&b, "Memory per GPU:\n");
     for (int i = 0; i < n; i++) {
         const struct mpress_topo_gpu *g = &t->gpus[i];
-        put(&b,
+        sb_printf(&b,
             "  GPU%-3d %-18s %7.2f GiB, reserve %5.2f GiB, %6.1f TFLOP/s fp16, "
             "%5.1f TFLOP/s fp32, HBM %6.1f GB/s, %d NVLink ports\n",
             i, g->model, gib(g->memory_bytes), gib(g->reserve_bytes), g->flops_fp16 / 1e12,
             g->flops_fp32 / 1e12, gb(g->hbm_bytes_per_s), g->nvlink_ports);
     }
-    put(&b, "Host: sockets %d, %.0f GiB memory, %.1f GB/s memory and %.2f TFLOP/s fp32 per "
+    sb_printf(&b, "Host: sockets %d, %.0f GiB memory, %.1f GB/s memory and %.2f TFLOP/s fp32 per "
             "socket, socket link %.1f GB/s per direction\n",
         t->n_sockets, gib(t->host_memory_bytes), gb(t->host_memory_bytes_per_s),
         t->cpu_flops / 1e12, gb(t->socket_link_bytes_per_s));
-    put(&b, "Bandwidth source: %s\n", t->bandwidth_source);
-    if (b.failed) {
-        free(b.data);
-        return NULL;
-    }
-    return b.data;
+    sb_printf(&b, "Bandwidth source: %s\n", t->bandwidth_source);
+    return sb_finish(&b);
 }
