@@ -19,14 +19,22 @@ const char *mpress_action_name(enum mpress_action a)
     return (unsigned)a < 4 ? action_names[a] : "unknown";
 }
 
+/* Index of s in names (NULL-terminated), or -1. */
+static int name_index(const char *const *names, const char *s)
+{
+    for (int i = 0; s && names[i]; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
 int mpress_action_parse(const char *s, enum mpress_action *out)
 {
-    for (int i = 0; action_names[i]; i++)
-        if (s && strcmp(s, action_names[i]) == 0) {
-            *out = (enum mpress_action)i;
-            return 0;
-        }
-    return -1;
+    int i = name_index(action_names, s);
+    if (i < 0)
+        return -1;
+    *out = (enum mpress_action)i;
+    return 0;
 }
 
 const char *mpress_schedule_name(enum mpress_schedule s)
@@ -36,12 +44,11 @@ const char *mpress_schedule_name(enum mpress_schedule s)
 
 int mpress_schedule_parse(const char *s, enum mpress_schedule *out)
 {
-    for (int i = 0; schedule_names[i]; i++)
-        if (s && strcmp(s, schedule_names[i]) == 0) {
-            *out = (enum mpress_schedule)i;
-            return 0;
-        }
-    return -1;
+    int i = name_index(schedule_names, s);
+    if (i < 0)
+        return -1;
+    *out = (enum mpress_schedule)i;
+    return 0;
 }
 
 void mpress_plan_init(struct mpress_plan *plan)

@@ -15,6 +15,10 @@ static const char *const bandwidth_sources[] = {"datasheet", "measured", NULL};
 
 json_t *mpress_topology_to_json(const struct mpress_topology *t)
 {
+    /* Counts outside the arrays cannot be written faithfully: refuse rather than clip. */
+    if (t->n_gpus < 0 || t->n_gpus > MPRESS_MAX_GPUS || t->n_switches < 0 ||
+        t->n_switches > MPRESS_MAX_GPUS)
+        return NULL;
     struct fmt_out o = {0};
     json_t *root = json_object();
     json_t *gpus = json_array(), *links = json_array(), *switches = json_array();
@@ -33,15 +37,6 @@ json_t *mpress_topology_to_json(const struct mpress_topology *t)
     if (t->fabric != MPRESS_FABRIC_DIRECT && t->fabric != MPRESS_FABRIC_NVSWITCH)
         o.bad = 1;
     fmt_set_str(&o, root, "fabric", fabric_names[fabric]);
-    /* Counts outside the arrays cannot be written faithfully: refuse rather than clip. */
-    if (t->n_gpus < 0 || t->n_gpus > MPRESS_MAX_GPUS || t->n_switches < 0 ||
-        t->n_switches > MPRESS_MAX_GPUS) {
-        json_decref(root);
-        json_decref(gpus);
-        json_decref(links);
-        json_decref(switches);
-        return NULL;
-    }
     int n = t->n_gpus;
     for (int i = 0; i < n; i++) {
         const struct mpress_topo_gpu *g = &t->gpus[i];

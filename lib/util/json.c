@@ -291,7 +291,7 @@ static int past(const struct scan *sc)
 static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
 {
     skip_ws(sc);
-    if (sc->i >= sc->n || depth > 256 || (!sc->target && sc->i > sc->target_off))
+    if (sc->i >= sc->n || depth > 256 || past(sc))
         return 0;
     if (path_match(sc, path, sc->line, sc->col))
         return 1;

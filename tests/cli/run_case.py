@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs one CLI case (CASE.cmd) and compares stdout, stderr and exit code with CASE.out,
 CASE.err and CASE.rc. A case that uses $SHARED (the project's shared data folder, beside the
-checkout) is skipped (exit 77) where that folder is absent. MPRESS_REGEN=1 rewrites the expected files instead. In expected text,
-the temporary folder appears as $TMP and the source root as $SRC."""
+checkout) is skipped (exit 77) where that folder is absent. MPRESS_REGEN=1 rewrites the
+expected files instead. In expected text, the temporary folder appears as $TMP and the source
+root as $SRC."""
 import os
 import shutil
 import subprocess
