@@ -786,6 +786,7 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             row_add(m, c->ws[k], 1);
             if (in->run_len[b] == 1) {
                 add_y(m, in, c, k, b, -RB(b).w);
+                name(nm, "ws_%d_%d", k, b, 0);
             } else {
                 row_add(m, c->ct[IX2(k, b, NR)], -RB(b).w);
                 name(nm, "ws_%d_%d", k, b, 0);
@@ -795,8 +796,6 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
                 add_y(m, in, c, k, b, -1.0 / in->run_len[b]);
                 name(nm, "ct_%d_%d", k, b, 0);
             }
-            if (in->run_len[b] == 1)
-                name(nm, "ws_%d_%d", k, b, 0);
             row_end(m, nm, GLP_LO, 0);
         }
         /* Optimizer bytes on GPU / host. */
