@@ -34,7 +34,7 @@ int cmd_explain(int argc, char **argv)
             help();
             return 0;
         }
-        return cli_usage("explain", "unknown option '%s'", argv[optind - 1]);
+        return cli_bad_option("explain", c, argv);
     }
     if (optind != argc - 1)
         return cli_usage("explain", optind >= argc ? "missing PLAN" : "one PLAN only");

@@ -263,10 +263,8 @@ int cmd_plan(int argc, char **argv)
         case OPT_DUMP:
             o.dump_lp = optarg;
             break;
-        case ':':
-            return cli_usage(CMD, "option '%s' needs a value", argv[optind - 1]);
         default:
-            return cli_usage(CMD, "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option(CMD, c, argv);
         }
     }
     if (argc - optind > 1)

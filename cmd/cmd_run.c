@@ -99,10 +99,8 @@ int cmd_run(int argc, char **argv)
         case 'h':
             help();
             return 0;
-        case ':':
-            return cli_usage("run", "option '%s' needs a value", argv[optind - 1]);
         default:
-            return cli_usage("run", "unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option("run", c, argv);
         }
     }
     if (strcmp(backend, "host") == 0 || strcmp(backend, "cuda") == 0) {

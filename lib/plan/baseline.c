@@ -117,22 +117,6 @@ static void set_action(struct mpress_plan_action *ac, enum mpress_action kind, i
     ac->prefetch_before_op = plan_prefetch_point(kind, ac->op, stage_last);
 }
 
-static uint64_t total_short(const struct mpress_plan_eval *ev)
-{
-    uint64_t s = ev->host_short + ev->drain_short;
-    for (int g = 0; g < ev->n_gpus; g++)
-        if (ev->gpus[g].peak > ev->gpus[g].capacity)
-            s += ev->gpus[g].peak - ev->gpus[g].capacity;
-    return s;
-}
-
-static int same_class(const struct mpress_op *oa, const struct mpress_saved_tensor *ta,
-                      const struct mpress_op *ob, const struct mpress_saved_tensor *tb)
-{
-    return strcmp(oa->kind, ob->kind) == 0 && strcmp(ta->name, tb->name) == 0 &&
-           ta->bytes == tb->bytes && ta->recompute_s == tb->recompute_s;
-}
-
 /* One greedy step: among the keep tensors of every stage (one per class: the rest are
  * interchangeable) and every action, and moving a stage's optimizer to host, apply the move
  * with the most shortfall removed per second of iteration time added. 0: moved, 1: none. */
@@ -140,7 +124,7 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
                        const struct mpress_plan_options *o, struct mpress_assignment *a,
                        struct mpress_plan_eval *ev)
 {
-    uint64_t short0 = total_short(ev);
+    uint64_t short0 = plan_shortfall(ev);
     double t0 = ev->iteration_s;
     double best_score = -1;
     int best_j = -1, best_kind = 0, best_peer = -1, best_stage = -1;
@@ -163,7 +147,7 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
             st->optimizer_on_host = 1;
             if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial, NULL) ==
                 0) {
-                uint64_t s1 = total_short(&trial);
+                uint64_t s1 = plan_shortfall(&trial);
                 if (s1 < short0) {
                     double score = (double)(short0 - s1) / fmax(trial.iteration_s - t0, 1e-12);
                     if (score > best_score) {
@@ -192,7 +176,8 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
                 const struct mpress_plan_action *aq = &a->actions[q];
                 dup = aq->action == ac->action &&
                       (!from_d2d || (aq->peers[0] == ac->peers[0])) &&
-                      same_class(&p->ops[aq->op], &p->ops[aq->op].tensors[aq->tensor], op, ts);
+                      plan_same_class(&p->ops[aq->op], &p->ops[aq->op].tensors[aq->tensor], op,
+                                      ts);
             }
             if (dup)
                 continue;
@@ -223,7 +208,7 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
                 }
                 if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial,
                                          NULL) == 0) {
-                    uint64_t s1 = total_short(&trial);
+                    uint64_t s1 = plan_shortfall(&trial);
                     if (s1 < short0) {
                         double score =
                             (double)(short0 - s1) / fmax(trial.iteration_s - t0, 1e-12);
@@ -260,7 +245,7 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
         if (j != best_j &&
             (ac->action != from ||
              (from_d2d && ac->peers[0] != from_peer) ||
-             !same_class(bop, bts, op, &op->tensors[ac->tensor])))
+             !plan_same_class(bop, bts, op, &op->tensors[ac->tensor])))
             continue;
         struct mpress_plan_action saved = *ac;
         set_action(ac, best_kind >= 3 ? MPRESS_ACTION_D2D_SWAP : (enum mpress_action)best_kind,
@@ -270,13 +255,13 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
             ac->peers[0] = best_peer;
             ac->peer_bytes[0] = op->tensors[ac->tensor].bytes;
         }
-        uint64_t s0 = total_short(ev);
+        uint64_t s0 = plan_shortfall(ev);
         double t0j = ev->iteration_s;
         if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial, NULL)) {
             *ac = saved;
             break;
         }
-        uint64_t s1 = total_short(&trial);
+        uint64_t s1 = plan_shortfall(&trial);
         double dt = trial.iteration_s - t0j;
         if (j == best_j)
             dt_first = dt;

@@ -42,33 +42,36 @@ int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assig
      * backward in micro-batch u - 1: the stage's n ops plus the recompute tasks (one per
      * recomputed tensor) that open every backward pass. Lookahead n + rec - 1 issues a
      * tensor's prefetch when the previous micro-batch has freed the same op's copy. */
-    int span[MPRESS_MAX_GPUS], L = -1, j = 0, first_j[MPRESS_MAX_GPUS + 1];
+    /* The least span over the swapping stages, so that no stage's copies overlap the previous
+     * micro-batch's; a stage with a longer span issues its copies later than it could. */
+    int L = -1, j = 0;
     for (int k = 0; k < a->n_stages; k++) {
         const struct mpress_plan_stage *st = &a->stages[k];
         int swaps = 0, rec = 0;
-        first_j[k] = j;
         for (int i = st->first_op; i <= st->last_op; i++)
             for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
-                enum mpress_action kind = a->actions[j].action;
-                swaps |= kind == MPRESS_ACTION_HOST_SWAP || kind == MPRESS_ACTION_D2D_SWAP;
-                rec += kind == MPRESS_ACTION_RECOMPUTE;
+                struct mpress_plan_action *ac = &a->actions[j];
+                if (ac->action == MPRESS_ACTION_HOST_SWAP ||
+                    ac->action == MPRESS_ACTION_D2D_SWAP) {
+                    swaps = 1;
+                    ac->prefetch_before_op = ac->op;
+                }
+                rec += ac->action == MPRESS_ACTION_RECOMPUTE;
             }
-        span[k] = st->last_op - st->first_op + rec;
-        if (swaps && (L < 0 || span[k] < L))
-            L = span[k];
+        int span = st->last_op - st->first_op + rec;
+        if (swaps && (L < 0 || span < L))
+            L = span;
     }
-    first_j[a->n_stages] = j;
-    if (L < 0)
-        return 0;
-    /* The least span over the swapping stages, so that no stage's copies overlap the previous
-     * micro-batch's; a stage with a longer span issues its copies later than it could. */
-    for (int k = 0; k < a->n_stages; k++)
-        for (int q = first_j[k]; q < first_j[k + 1]; q++) {
-            struct mpress_plan_action *ac = &a->actions[q];
-            if (ac->action == MPRESS_ACTION_HOST_SWAP || ac->action == MPRESS_ACTION_D2D_SWAP)
-                ac->prefetch_before_op = ac->op;
-        }
-    return L;
+    return L < 0 ? 0 : L;
+}
+
+uint64_t plan_shortfall(const struct mpress_plan_eval *ev)
+{
+    uint64_t s = ev->host_short + ev->drain_short;
+    for (int g = 0; g < ev->n_gpus; g++)
+        if (ev->gpus[g].peak > ev->gpus[g].capacity)
+            s += ev->gpus[g].peak - ev->gpus[g].capacity;
+    return s;
 }
 
 int plan_count_tensors(const struct mpress_profile *p)
@@ -200,8 +203,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     uint64_t act[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
     uint64_t host[MPRESS_MAX_GPUS] = {0}, ws[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
     /* d2d[k][g]: bytes per micro-batch stage k parks on GPU g. */
-    static const uint64_t zero_row[MPRESS_MAX_GPUS];
-    uint64_t(*d2d)[MPRESS_MAX_GPUS] = calloc(MPRESS_MAX_GPUS, sizeof(zero_row));
+    uint64_t(*d2d)[MPRESS_MAX_GPUS] = calloc(MPRESS_MAX_GPUS, sizeof(*d2d));
     if (!d2d)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
 

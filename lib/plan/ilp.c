@@ -292,8 +292,7 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
                 const struct tclass *k = &in->cls[c];
                 const struct mpress_op *ok = &p->ops[k->op];
                 const struct mpress_saved_tensor *tk = &ok->tensors[k->tensor];
-                if (strcmp(ok->kind, op->kind) == 0 && strcmp(tk->name, ts->name) == 0 &&
-                    tk->bytes == ts->bytes && tk->recompute_s == ts->recompute_s)
+                if (plan_same_class(ok, tk, op, ts))
                     break;
             }
             if (c == in->C) {
@@ -339,9 +338,9 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
     for (b = 0; b < in->B; b++) {
         if (in->NR > 0) {
             const struct block *x = &in->blk[in->run_first[in->NR - 1]], *y = &in->blk[b];
-            int same = x->t == y->t && x->tf == y->tf && x->opt_touch == y->opt_touch && x->p == y->p &&
-                       x->g == y->g && x->o == y->o && x->a == y->a && x->w == y->w &&
-                       x->x == y->x && x->gp == y->gp;
+            int same = x->t == y->t && x->tf == y->tf && x->opt_touch == y->opt_touch &&
+                       x->p == y->p && x->g == y->g && x->o == y->o && x->a == y->a &&
+                       x->w == y->w && x->x == y->x && x->gp == y->gp;
             for (int c = 0; c < in->C && same; c++)
                 same = in->cnt[in->run_first[in->NR - 1] * in->C + c] == in->cnt[b * in->C + c];
             if (same) {
@@ -787,6 +786,7 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
             row_add(m, c->ws[k], 1);
             if (in->run_len[b] == 1) {
                 add_y(m, in, c, k, b, -RB(b).w);
+                name(nm, "ws_%d_%d", k, b, 0);
             } else {
                 row_add(m, c->ct[IX2(k, b, NR)], -RB(b).w);
                 name(nm, "ws_%d_%d", k, b, 0);
@@ -796,8 +796,6 @@ static int build(struct model *m, const struct inst *in, const struct mpress_top
                 add_y(m, in, c, k, b, -1.0 / in->run_len[b]);
                 name(nm, "ct_%d_%d", k, b, 0);
             }
-            if (in->run_len[b] == 1)
-                name(nm, "ws_%d_%d", k, b, 0);
             row_end(m, nm, GLP_LO, 0);
         }
         /* Optimizer bytes on GPU / host. */

@@ -2,6 +2,8 @@
 #ifndef MPRESS_PLAN_INTERNAL_H
 #define MPRESS_PLAN_INTERNAL_H
 
+#include <string.h>
+
 #include "mpress/planner.h"
 
 /* The MILP keeps every GPU this fraction below its capacity: GLPK's feasibility tolerance
@@ -71,6 +73,21 @@ static inline int plan_prefetch_point(enum mpress_action kind, int op, int stage
  * so that prefetched bytes are one micro-batch's worth and each copy has about a forward's
  * time to land (docs/cost-model.md, "Prefetch"). 0 without swaps. */
 int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assignment *a);
+
+/* Bytes an evaluation is short by in all: every GPU over its capacity, the drain backlog and
+ * the host (0 when it fits). */
+uint64_t plan_shortfall(const struct mpress_plan_eval *ev);
+
+/* Saved tensors of one class (same op kind, tensor name, bytes and recompute cost) are
+ * interchangeable: the MILP counts them and the greedy baseline tries one of each. */
+static inline int plan_same_class(const struct mpress_op *oa,
+                                  const struct mpress_saved_tensor *ta,
+                                  const struct mpress_op *ob,
+                                  const struct mpress_saved_tensor *tb)
+{
+    return strcmp(oa->kind, ob->kind) == 0 && strcmp(ta->name, tb->name) == 0 &&
+           ta->bytes == tb->bytes && ta->recompute_s == tb->recompute_s;
+}
 
 /* Total saved tensors of a profile. */
 int plan_count_tensors(const struct mpress_profile *p);

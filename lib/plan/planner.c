@@ -70,15 +70,6 @@ static void keep_single_flight(const struct mpress_profile *p,
     }
 }
 
-static uint64_t shortfall(const struct mpress_plan_eval *ev)
-{
-    uint64_t s = ev->host_short + ev->drain_short;
-    for (int g = 0; g < ev->n_gpus; g++)
-        if (ev->gpus[g].peak > ev->gpus[g].capacity)
-            s += ev->gpus[g].peak - ev->gpus[g].capacity;
-    return s;
-}
-
 int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_plan_options *o, struct mpress_plan *out,
                        struct mpress_error *err)
@@ -102,7 +93,7 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         rc = mpress_plan_baseline(p, topo, o, baseline_policies[i], &base[i], &bev[i], err);
         if (rc)
             goto done;
-        if (closest < 0 || shortfall(&bev[i]) < shortfall(&bev[closest]))
+        if (closest < 0 || plan_shortfall(&bev[i]) < plan_shortfall(&bev[closest]))
             closest = i;
         if (strcmp(o->policy, baseline_policies[i]) == 0)
             chosen_idx = i;

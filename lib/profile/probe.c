@@ -10,6 +10,7 @@
 #include "config.h"
 #include "mpress/trace.h"
 #include "../topo/topo_internal.h"
+#include "util/strbuf.h"
 
 void mpress_probe_finish(struct mpress_probe *pr)
 {
@@ -188,15 +189,11 @@ int mpress_probe_topology(const struct mpress_probe *pr, struct mpress_topology 
 
 char *mpress_probe_render(const struct mpress_probe *pr)
 {
-    size_t cap = 256 + (size_t)pr->n_samples * 80 + (size_t)pr->n_gpus * 120, len = 0;
-    char *s = malloc(cap);
-    if (!s)
-        return NULL;
+    struct mpress_strbuf b = {0};
     for (int g = 0; g < pr->n_gpus; g++)
-        len += (size_t)snprintf(s + len, cap - len, "GPU %d: %s, %.1f GiB\n", g, pr->names[g],
-                                (double)pr->memory_bytes[g] / (1024.0 * 1024 * 1024));
-    len += (size_t)snprintf(s + len, cap - len, "%-17s %4s %4s %12s %12s\n", "copy", "src",
-                            "dst", "bytes", "GB/s");
+        sb_printf(&b, "GPU %d: %s, %.1f GiB\n", g, pr->names[g],
+                  (double)pr->memory_bytes[g] / (1024.0 * 1024 * 1024));
+    sb_printf(&b, "%-17s %4s %4s %12s %12s\n", "copy", "src", "dst", "bytes", "GB/s");
     for (int i = 0; i < pr->n_samples; i++) {
         const struct mpress_probe_sample *x = &pr->samples[i];
         char src[16], dst[16];
@@ -208,11 +205,10 @@ char *mpress_probe_render(const struct mpress_probe *pr)
             snprintf(dst, sizeof(dst), "host");
         else
             snprintf(dst, sizeof(dst), "%d", x->dst);
-        len += (size_t)snprintf(s + len, cap - len, "%-17s %4s %4s %12llu %12.2f\n",
-                                mpress_probe_kind_name(x->kind), src, dst,
-                                (unsigned long long)x->bytes, x->bytes_per_s / 1e9);
+        sb_printf(&b, "%-17s %4s %4s %12llu %12.2f\n", mpress_probe_kind_name(x->kind), src, dst,
+                  (unsigned long long)x->bytes, x->bytes_per_s / 1e9);
     }
-    return s;
+    return sb_finish(&b);
 }
 
 #if !MPRESS_HAVE_CUDA

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpress/model.h"
 #include "trace_internal.h"
 
 /* ---- indexing ------------------------------------------------------------------------- */
@@ -274,14 +275,12 @@ static long *step_ranges(const struct ctx *c, int s, enum rclass cls, size_t *n)
     return v;
 }
 
-static int occurrence(const struct mpress_trace *t, const struct rinfo *ri, const long *v,
-                      size_t i)
+static int occurrence(const struct rinfo *ri, const long *v, size_t i)
 {
     int occ = 0;
     for (size_t j = 0; j < i; j++)
         if (strcmp(ri[v[j]].base, ri[v[i]].base) == 0)
             occ++;
-    (void)t;
     return occ;
 }
 
@@ -289,7 +288,6 @@ static int occurrence(const struct mpress_trace *t, const struct rinfo *ri, cons
  * backward ranges with them. */
 static int match_ops(struct ctx *c)
 {
-    const struct mpress_trace *t = c->t;
     for (int pass = 0; pass < 2; pass++) {
         for (int s = 0; s < c->n_steps; s++) {
             size_t n;
@@ -297,7 +295,7 @@ static int match_ops(struct ctx *c)
             if (!v)
                 return -1;
             for (size_t i = 0; i < n; i++) {
-                int occ = occurrence(t, c->ri, v, i);
+                int occ = occurrence(c->ri, v, i);
                 int k = pass == 0 && s >= c->first_used ? op_add(c, c->ri[v[i]].base, occ)
                                                          : op_find(c, c->ri[v[i]].base, occ);
                 c->ri[v[i]].op = k;
@@ -505,11 +503,6 @@ static int layer_of(const char *name)
         p = strstr(p + 5, "layer");
     }
     return -1;
-}
-
-static int dtype_bytes(const char *dtype)
-{
-    return strcmp(dtype, "fp32") == 0 ? 4 : 2;
 }
 
 void mpress_trace_options_init(struct mpress_trace_options *opt)
@@ -723,8 +716,10 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
     rc = memory_pass(&c, p, sum, ref_step, err);
     if (rc)
         goto fail;
+    int weight_bytes, grad_bytes, optim_bytes;
+    mpress_model_state_bytes(m, &weight_bytes, &grad_bytes, &optim_bytes);
     for (int k = 0; k < p->n_ops; k++)
-        p->ops[k].params = p->ops[k].param_bytes / (uint64_t)dtype_bytes(m->dtype);
+        p->ops[k].params = p->ops[k].param_bytes / (uint64_t)weight_bytes;
     rc = 0;
     goto done;
 oom:

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "mpress/json.h"
 #include "trace_internal.h"
 
 void mpress_trace_destroy(struct mpress_trace *t)
@@ -295,37 +296,12 @@ fail:
 int mpress_trace_load(const char *file, struct mpress_trace **out, struct mpress_error *err)
 {
     *out = NULL;
-    FILE *f = fopen(file, "rb");
-    if (!f)
-        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot open: %s",
-                               strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    int ioerr = ferror(f);
-    fclose(f);
-    if (!buf)
-        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    if (ioerr) {
-        free(buf);
-        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot read");
-    }
-    int rc = mpress_trace_parse(buf, n, file, out, err);
+    char *buf;
+    size_t n;
+    int rc = mpress_read_file(file, 0, &buf, &n, err);
+    if (rc)
+        return rc;
+    rc = mpress_trace_parse(buf, n, file, out, err);
     free(buf);
     return rc;
 }

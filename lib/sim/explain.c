@@ -2,28 +2,22 @@
  * planner decided and predicted; the only arithmetic here is bookkeeping that a reader could
  * redo by hand (sums of bytes, copy time = bytes / link bandwidth), stated next to each number.
  * The simulator is what checks the plan; explain only says what the plan is. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "mpress/sim.h"
+#include "plan/plan_internal.h"
 #include "util/strbuf.h"
-
 
 static double gb(uint64_t v)
 {
     return (double)v / 1e9;
 }
 
-/* Micro-batches whose activations a stage holds at once under the plan's schedule (DESIGN's
- * cost model: 1F1B and async min(S-k, M), GPipe M). */
+/* Micro-batches whose saved tensors stage k holds at once under the plan's schedule. */
 static int in_flight(const struct mpress_plan *plan, int k)
 {
-    if (plan->schedule == MPRESS_SCHEDULE_GPIPE)
-        return plan->micro_batches;
-    int f = plan->n_stages - k;
-    return f < plan->micro_batches ? f : plan->micro_batches;
+    return plan_in_flight(plan->schedule, plan->n_stages, k, plan->micro_batches);
 }
 
 static double host_bw(const struct mpress_topology *tp, int g)
@@ -33,12 +27,6 @@ static double host_bw(const struct mpress_topology *tp, int g)
     if (s >= 0 && s < tp->n_switches && tp->switches[s].uplink_bytes_per_s < bw)
         bw = tp->switches[s].uplink_bytes_per_s;
     return bw;
-}
-
-static double peer_bw(const struct mpress_topology *tp, int a, int b)
-{
-    double bw = mpress_topology_p2p_bytes_per_s(tp, a, b);
-    return bw > 0 ? bw : tp->pcie_bytes_per_s;
 }
 
 static const char *short_range(const struct mpress_profile *pr, int first, int last, char *out,
@@ -144,8 +132,8 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
                         /* shares move at once over their own links: the slowest one counts */
                         double worst = 0;
                         for (int q = 0; q < a->n_peers; q++) {
-                            double c = (double)a->peer_bytes[q] / peer_bw(tp, s->gpu,
-                                                                          a->peers[q]);
+                            double c = (double)a->peer_bytes[q] /
+                                       plan_boundary_bw(tp, s->gpu, a->peers[q]);
                             if (c > worst)
                                 worst = c;
                             if (a->peers[q] >= 0 && a->peers[q] < MPRESS_MAX_GPUS)
@@ -171,7 +159,7 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
                         wl += (size_t)snprintf(where + wl, sizeof(where) - wl,
                                                "%sgpu %d %.3f GB/mb (%.0f GB/s)",
                                                wl ? ", " : "", g, gb(to_peer[g]),
-                                               peer_bw(tp, s->gpu, g) / 1e9);
+                                               plan_boundary_bw(tp, s->gpu, g) / 1e9);
             double freed = act == MPRESS_ACTION_KEEP ? 0 : gb(bytes) * in_flight(plan, k);
             sb_printf(&b, "%-5d %-10s %7d %12.3f %12.3f %14.4f  %s\n", k,
                 mpress_action_name((enum mpress_action)act), n, gb(bytes), freed, added, where);

@@ -629,6 +629,29 @@ static int lay_transfer(struct mpress_sim *sim, enum mpress_sim_task_kind kind, 
     return T->n_path < 0 ? -1 : t;
 }
 
+/* One boundary send of `bytes` from GPU src to GPU dst: the sender's buffer is filled when task
+ * `from` ends and freed when the copy ends; the receiver's is taken when the copy starts and
+ * freed when task `consumer` ends; task `waiter` waits for the copy. */
+static int lay_send(struct mpress_sim *sim, enum mpress_sim_task_kind kind, int stage, int it,
+                    int m, int op, int src, int dst, uint64_t bytes, int from, int consumer,
+                    int waiter, struct mpress_error *err)
+{
+    int t = lay_transfer(sim, kind, stage, it, m, op, src, dst, (double)bytes, err);
+    if (t < 0)
+        return -1;
+    add_mem(sim, &sim->tasks[from].mem_end, src, MPRESS_SIM_MEM_BUFFERS, src, it, m,
+            (int64_t)bytes);
+    add_mem(sim, &sim->tasks[t].mem_end, src, MPRESS_SIM_MEM_BUFFERS, src, it, m,
+            -(int64_t)bytes);
+    add_mem(sim, &sim->tasks[t].mem_start, dst, MPRESS_SIM_MEM_BUFFERS, dst, it, m,
+            (int64_t)bytes);
+    add_mem(sim, &sim->tasks[consumer].mem_end, dst, MPRESS_SIM_MEM_BUFFERS, dst, it, m,
+            -(int64_t)bytes);
+    add_edge(sim, from, t);
+    add_edge(sim, t, waiter);
+    return 0;
+}
+
 static int lay_boundaries(struct mpress_sim *sim, struct layout *L, struct mpress_error *err)
 {
     const struct mpress_plan *plan = sim->plan;
@@ -641,39 +664,17 @@ static int lay_boundaries(struct mpress_sim *sim, struct layout *L, struct mpres
             uint64_t bytes = pr->ops[a->last_op].output_bytes;
             /* activation k -> k+1 */
             int f_src = L->fwd[u * n_ops + a->last_op], f_dst = L->fwd[u * n_ops + b->first_op];
-            int t = lay_transfer(sim, MPRESS_SIM_SEND_ACT, k, it, m, a->last_op, a->gpu, b->gpu,
-                                 (double)bytes, err);
-            if (t < 0)
+            if (lay_send(sim, MPRESS_SIM_SEND_ACT, k, it, m, a->last_op, a->gpu, b->gpu, bytes,
+                         f_src, f_dst, f_dst, err))
                 return -1;
-            add_mem(sim, &sim->tasks[f_src].mem_end, a->gpu, MPRESS_SIM_MEM_BUFFERS, a->gpu, it,
-                    m, (int64_t)bytes);
-            add_mem(sim, &sim->tasks[t].mem_end, a->gpu, MPRESS_SIM_MEM_BUFFERS, a->gpu, it, m,
-                    -(int64_t)bytes);
-            add_mem(sim, &sim->tasks[t].mem_start, b->gpu, MPRESS_SIM_MEM_BUFFERS, b->gpu, it, m,
-                    (int64_t)bytes);
-            add_mem(sim, &sim->tasks[f_dst].mem_end, b->gpu, MPRESS_SIM_MEM_BUFFERS, b->gpu, it,
-                    m, -(int64_t)bytes);
-            add_edge(sim, f_src, t);
-            add_edge(sim, t, f_dst);
-            /* gradient k+1 -> k, the same size */
-            /* The backward pass of stage k starts (with any recompute it needs first) when
-             * the gradient arrives; the buffer lives until the stage's last op is done. */
+            /* gradient k+1 -> k, the same size. The backward pass of stage k starts (with any
+             * recompute it needs first) when the gradient arrives; the buffer lives until the
+             * stage's last op is done. */
             int b_src = L->bwd[u * n_ops + b->first_op], b_dst = L->bwd[u * n_ops + a->last_op];
             int b_start = L->bstart[u * sim->n_stages + k];
-            t = lay_transfer(sim, MPRESS_SIM_SEND_GRAD, k + 1, it, m, b->first_op, b->gpu,
-                             a->gpu, (double)bytes, err);
-            if (t < 0)
+            if (lay_send(sim, MPRESS_SIM_SEND_GRAD, k + 1, it, m, b->first_op, b->gpu, a->gpu,
+                         bytes, b_src, b_dst, b_start, err))
                 return -1;
-            add_mem(sim, &sim->tasks[b_src].mem_end, b->gpu, MPRESS_SIM_MEM_BUFFERS, b->gpu, it,
-                    m, (int64_t)bytes);
-            add_mem(sim, &sim->tasks[t].mem_end, b->gpu, MPRESS_SIM_MEM_BUFFERS, b->gpu, it, m,
-                    -(int64_t)bytes);
-            add_mem(sim, &sim->tasks[t].mem_start, a->gpu, MPRESS_SIM_MEM_BUFFERS, a->gpu, it, m,
-                    (int64_t)bytes);
-            add_mem(sim, &sim->tasks[b_dst].mem_end, a->gpu, MPRESS_SIM_MEM_BUFFERS, a->gpu, it,
-                    m, -(int64_t)bytes);
-            add_edge(sim, b_src, t);
-            add_edge(sim, t, b_start);
         }
     }
     return sim->failed ? -1 : 0;

@@ -2,7 +2,6 @@
  * mpress-sim-report JSON, the text `mpress run` prints, the Chrome trace and the SVG plot.
  * Everything here reads the event log the engine kept; nothing is re-modelled. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +9,6 @@
 #include "config.h"
 #include "sim_internal.h"
 #include "util/strbuf.h"
-
-/* ---- a growing text buffer ------------------------------------------------------------------ */
-
 
 /* ---- memory replay ----------------------------------------------------------------------- */
 
@@ -263,6 +259,14 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
     return root;
 }
 
+/* ", label 1.234 GB" per resident at the GPU's peak, the first without its comma. */
+static void residents_text(struct mpress_strbuf *b, const struct mpress_sim_gpu *G)
+{
+    for (int r = 0; r < G->n_residents; r++)
+        sb_printf(b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
+                  G->residents[r].bytes / 1e9);
+}
+
 static void fmt_diff(char *out, size_t size, double sim, double pred)
 {
     if (pred > 0)
@@ -286,9 +290,7 @@ char *mpress_sim_oom_text(const struct mpress_sim *sim)
     sb_printf(&b, "out of memory on gpu %d at %.6f s: peak %.3f GB of %.3f GB capacity; largest "
                 "residents at the peak:", S->oom_gpu, G->oom_time_s, G->peak / 1e9,
             G->capacity / 1e9);
-    for (int r = 0; r < G->n_residents; r++)
-        sb_printf(&b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
-                G->residents[r].bytes / 1e9);
+    residents_text(&b, G);
     return sb_finish(&b);
 }
 
@@ -347,9 +349,7 @@ char *mpress_sim_render(const struct mpress_sim *sim)
         const struct mpress_sim_gpu *G = &S->gpus[tight];
         sb_printf(&b, "fullest GPU: gpu %d at %.1f %% of capacity at %.4f s; largest residents:",
                 tight, 100.0 * G->peak / G->capacity, G->peak_time_s);
-        for (int r = 0; r < G->n_residents; r++)
-            sb_printf(&b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
-                    G->residents[r].bytes / 1e9);
+        residents_text(&b, G);
         sb_printf(&b, "\n");
     }
     if (S->n_links) {

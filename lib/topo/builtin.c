@@ -23,28 +23,32 @@ struct server {
     double socket_link_bytes_per_s; /* per direction */
 };
 
-/* CPU peak = cores x base clock x fp32 FLOP per cycle (2 FMA units x SIMD lanes x 2); host
+/* Rows in the order of struct server's fields; one list feeds both the table and the name
+ * list. CPU peak = cores x base clock x fp32 FLOP per cycle (2 FMA units x SIMD lanes x 2); host
  * memory bandwidth = channels x 8 bytes x transfer rate. Derivations in docs/topologies.md. */
-static const struct server servers[] = {
-    {"dgx1", "NVIDIA DGX-1: 8x V100-SXM2-32GB, NVLink2 hybrid cube-mesh, 2x Xeon E5-2698 v4",
-     "v100", 8, 0, 2, 4, 8.0, 512 * GIB, 4 * 8 * 2133e6, 20 * 2.2e9 * 32, 2 * 19.2e9},
-    {"dgx1-16g", "NVIDIA DGX-1: 8x V100-SXM2-16GB, NVLink2 hybrid cube-mesh, 2x Xeon E5-2698 v4",
-     "v100-16g", 8, 0, 2, 4, 8.0, 512 * GIB, 4 * 8 * 2133e6, 20 * 2.2e9 * 32, 2 * 19.2e9},
-    {"dgx2", "NVIDIA DGX-2: 16x V100-SXM3-32GB, NVSwitch, 2x Xeon Platinum 8168", "v100-sxm3",
-     16, 1, 2, 8, 8.0, 1536 * GIB, 6 * 8 * 2666e6, 24 * 2.7e9 * 64, 3 * 20.8e9},
-    {"dgx-a100", "NVIDIA DGX A100 640GB: 8x A100-SXM4-80GB, NVSwitch, 2x AMD EPYC 7742",
-     "a100-80g", 8, 1, 2, 4, 16.0, 2048 * GIB, 8 * 8 * 3200e6, 64 * 2.25e9 * 32, 4 * 36e9},
-    {"dgx-a100-40g", "NVIDIA DGX A100 320GB: 8x A100-SXM4-40GB, NVSwitch, 2x AMD EPYC 7742",
-     "a100-40g", 8, 1, 2, 4, 16.0, 1024 * GIB, 8 * 8 * 3200e6, 64 * 2.25e9 * 32, 4 * 36e9},
-    {"dgx-h100", "NVIDIA DGX H100: 8x H100-SXM5-80GB, NVSwitch, 2x Xeon Platinum 8480C", "h100",
-     8, 1, 2, 4, 32.0, 2048 * GIB, 8 * 8 * 4800e6, 56 * 2.0e9 * 64, 4 * 32e9},
-    {"dgx-h200", "NVIDIA DGX H200: 8x H200-SXM5-141GB, NVSwitch, 2x Xeon Platinum 8480C", "h200",
-     8, 1, 2, 4, 32.0, 2048 * GIB, 8 * 8 * 4800e6, 56 * 2.0e9 * 64, 4 * 32e9},
-};
+#define SERVERS(X)                                                                               \
+    X("dgx1", "NVIDIA DGX-1: 8x V100-SXM2-32GB, NVLink2 hybrid cube-mesh, 2x Xeon E5-2698 v4",  \
+      "v100", 8, 0, 2, 4, 8.0, 512 * GIB, 4 * 8 * 2133e6, 20 * 2.2e9 * 32, 2 * 19.2e9)        \
+    X("dgx1-16g",                                                                              \
+      "NVIDIA DGX-1: 8x V100-SXM2-16GB, NVLink2 hybrid cube-mesh, 2x Xeon E5-2698 v4",        \
+      "v100-16g", 8, 0, 2, 4, 8.0, 512 * GIB, 4 * 8 * 2133e6, 20 * 2.2e9 * 32, 2 * 19.2e9)    \
+    X("dgx2", "NVIDIA DGX-2: 16x V100-SXM3-32GB, NVSwitch, 2x Xeon Platinum 8168", "v100-sxm3", \
+      16, 1, 2, 8, 8.0, 1536 * GIB, 6 * 8 * 2666e6, 24 * 2.7e9 * 64, 3 * 20.8e9)               \
+    X("dgx-a100", "NVIDIA DGX A100 640GB: 8x A100-SXM4-80GB, NVSwitch, 2x AMD EPYC 7742",       \
+      "a100-80g", 8, 1, 2, 4, 16.0, 2048 * GIB, 8 * 8 * 3200e6, 64 * 2.25e9 * 32, 4 * 36e9)   \
+    X("dgx-a100-40g", "NVIDIA DGX A100 320GB: 8x A100-SXM4-40GB, NVSwitch, 2x AMD EPYC 7742",   \
+      "a100-40g", 8, 1, 2, 4, 16.0, 1024 * GIB, 8 * 8 * 3200e6, 64 * 2.25e9 * 32, 4 * 36e9)   \
+    X("dgx-h100", "NVIDIA DGX H100: 8x H100-SXM5-80GB, NVSwitch, 2x Xeon Platinum 8480C",      \
+      "h100", 8, 1, 2, 4, 32.0, 2048 * GIB, 8 * 8 * 4800e6, 56 * 2.0e9 * 64, 4 * 32e9)         \
+    X("dgx-h200", "NVIDIA DGX H200: 8x H200-SXM5-141GB, NVSwitch, 2x Xeon Platinum 8480C",     \
+      "h200", 8, 1, 2, 4, 32.0, 2048 * GIB, 8 * 8 * 4800e6, 56 * 2.0e9 * 64, 4 * 32e9)
+
+#define SERVER_ROW(name, ...) {name, __VA_ARGS__},
+#define SERVER_NAME(name, ...) name,
+static const struct server servers[] = {SERVERS(SERVER_ROW)};
 #define N_SERVERS (sizeof(servers) / sizeof(servers[0]))
 
-static const char *const names[] = {"dgx1", "dgx1-16g", "dgx2", "dgx-a100", "dgx-a100-40g",
-                                    "dgx-h100", "dgx-h200", NULL};
+static const char *const names[] = {SERVERS(SERVER_NAME) NULL};
 
 /* DGX-1 hybrid cube-mesh (DGX-1 with Tesla V100 system architecture white paper, fig. 3):
  * double links form the ring 0-3-2-1-5-6-7-4-0, single links the remaining cube edges. */

@@ -2,7 +2,6 @@
  * into a topology. The parsers (import_smi.c, import_xml.c) report what the dump shows; this
  * file fills in what it lacks from the GPU table and the built-in server with that GPU, and
  * says so in the notes. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,8 @@
 /* Dumps are a few kB; anything far larger is not one. */
 #define MAX_DUMP_BYTES (16u << 20)
 
-int topo_read_file(const char *file, char **text, size_t *size, struct mpress_error *err)
+/* The dump's text: a NUL byte means a binary file, not a dump. */
+static int read_dump(const char *file, char **text, size_t *size, struct mpress_error *err)
 {
     int rc = mpress_read_file(file, MAX_DUMP_BYTES, text, size, err);
     if (rc)
@@ -256,7 +256,7 @@ int mpress_topology_import_as(const char *file, const char *gpu, struct mpress_t
     }
     char *text;
     size_t size;
-    int rc = topo_read_file(file, &text, &size, err);
+    int rc = read_dump(file, &text, &size, err);
     if (rc)
         return rc;
     struct topo_raw *raw = calloc(1, sizeof(*raw));

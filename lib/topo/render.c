@@ -1,9 +1,6 @@
 /* `mpress topo show`: a GPU matrix in the style of `nvidia-smi topo -m` followed by the
  * bandwidths, memory and host figures the planner uses. */
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "mpress/topology.h"
 #include "util/strbuf.h"

@@ -1,5 +1,6 @@
 /* Facts shared inside lib/topo: the memory reserve, effective PCIe rates, PCI device ids of the
- * table's GPUs, and filling a topology GPU from a table row. Not a public header. */
+ * table's GPUs, filling a topology GPU from a table row, and the dump parsers' common ground.
+ * Not a public header. */
 #ifndef MPRESS_TOPO_INTERNAL_H
 #define MPRESS_TOPO_INTERNAL_H
 
@@ -28,8 +29,6 @@ void topo_note(char *notes, size_t size, const char *fmt, ...)
 #endif
     ;
 
-#endif
-
 /* ---- imports ---------------------------------------------------------------------------- */
 
 /* What a dump says, before the GPU table and a reference server fill in the rest. Group ids
@@ -46,8 +45,9 @@ struct topo_raw {
     double pcie_bytes_per_s;             /* 0 when the dump lacks it */
 };
 
-int topo_read_file(const char *file, char **text, size_t *size, struct mpress_error *err);
 int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, char *notes,
                    size_t notes_size, struct mpress_error *err);
 int topo_parse_nccl_xml(const char *file, const char *text, struct topo_raw *raw, char *notes,
                         size_t notes_size, struct mpress_error *err);
+
+#endif

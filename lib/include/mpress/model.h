@@ -115,7 +115,7 @@ int mpress_model_config_check(const struct mpress_model_config *m, struct mpress
 int mpress_model_config_load(const char *file, struct mpress_model_config *out,
                              struct mpress_error *err);
 
-/* Builds the op list of a config. destroy accepts NULL-initialized structs. */
+/* Builds the op list of a config. finish accepts a zeroed struct. */
 int mpress_model_build(const struct mpress_model_config *m, struct mpress_model *out,
                        struct mpress_error *err);
 void mpress_model_finish(struct mpress_model *model);

@@ -121,7 +121,7 @@ void mpress_probe_finish(struct mpress_probe *pr);   /* frees; accepts zeroed st
 
 /* Runs the copies (needs a CUDA build and a GPU; MPRESS_ESYSTEM with the driver's reason
  * otherwise). Sizes 64 KiB to 1 GiB (capped by free memory), several repetitions each, timed
- * with CUDA events. */
+ * on the host clock between full synchronisations. */
 int mpress_probe_bandwidth(struct mpress_probe *out, struct mpress_error *err);
 
 /* Turns measurements into a topology with bandwidth_source "measured"; the rules (how NVLink
@@ -135,8 +135,8 @@ char *mpress_probe_render(const struct mpress_probe *pr);
 
 const char *mpress_probe_kind_name(enum mpress_probe_kind k);
 
-/* Where the tracer (libmpress-inject.so) and libcupti were when mpress was built; "" where it
- * was built without CUPTI. */
+/* Where the tracer (libmpress-inject.so) and libcupti were when mpress was built; inject_build
+ * and cupti are "" where it was built without CUPTI. */
 struct mpress_trace_paths {
     const char *inject_build;    /* in the build tree */
     const char *inject_install;  /* under the install prefix */
