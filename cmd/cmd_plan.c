@@ -94,6 +94,11 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
     printf("%s (%s profile, %s) on %s, %d GPUs, %s, %d micro-batches\n", p->model.name,
            p->source, p->device, topo_arg, plan->topology.n_gpus,
            mpress_schedule_name(plan->schedule), plan->micro_batches);
+    const char *assumed = mpress_topology_assumption(&plan->topology);
+    if (assumed)
+        printf("topology: %s; the plan uses that GPU's memory, FLOP/s and bandwidths: "
+               "re-import with `mpress topo import --gpu TYPE` if the server has another\n",
+               assumed);
     const struct mpress_plan_solver *s = &plan->solver;
     if (strcmp(plan->policy, "ilp") == 0)
         printf("policy ilp: %s, objective %.4f s, bound %.4f s, gap %.3f%%, %d rows x %d cols "

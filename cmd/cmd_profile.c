@@ -31,12 +31,9 @@ static void usage(FILE *out)
             "                         is " MPRESS_DEFAULT_MODEL ")\n"
             "  --model-config FILE    an mpress-model JSON file: family, layers, hidden, heads,\n"
             "                         ffn, seq, vocab, ...\n"
-            "  --gpu TYPE             the GPU the times describe (default v100), one of:\n"
-            "                        ");
-    for (const struct mpress_gpu_spec *g = mpress_gpu_specs(); g && g->key; g++)
-        fprintf(out, " %s", g->key);
+            "  --gpu TYPE             the GPU the times describe (default v100), one of:\n");
+    mpress_gpu_spec_keys_print(out, 25, 80);
     fprintf(out,
-            "\n"
             "  --micro-batch N        samples per micro-batch (overrides the config)\n"
             "  --seq N                sequence length (overrides the config)\n"
             "  --dtype fp16|bf16|fp32 activation and weight type (default fp16; bf16 needs a\n"

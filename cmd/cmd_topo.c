@@ -29,12 +29,12 @@ static void usage(FILE *out)
             "  --gpus N          show: keep the first N GPUs (and the switches and sockets\n"
             "                    they use); more than the server has is a usage error\n"
             "  --gpu TYPE        import: the GPU model, instead of the one the dump names or\n"
-            "                    implies (nvidia-smi dumps never name it); TYPE is one of:\n"
-            "                   ");
-    for (const struct mpress_gpu_spec *s = mpress_gpu_specs(); s->key; s++)
-        fprintf(out, " %s", s->key);
-    fprintf(out, "\n"
-                 "  -o, --output OUT  import: write the topology to OUT (atomically) instead of\n"
+            "                    implies (nvidia-smi dumps never name it). A dump that names\n"
+            "                    none and whose NVLinks imply none needs it (else exit 2); an\n"
+            "                    implied model is said in the notes and recorded in the\n"
+            "                    topology, and `mpress plan` repeats it. TYPE is one of:\n");
+    mpress_gpu_spec_keys_print(out, 20, 80);
+    fprintf(out, "  -o, --output OUT  import: write the topology to OUT (atomically) instead of\n"
                  "                    stdout; OUT must not be the input file\n"
                  "  -h, --help        show this help\n\n" CLI_EXIT_CODES);
 }

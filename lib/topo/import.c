@@ -28,7 +28,10 @@ static int read_dump(const char *file, char **text, size_t *size, struct mpress_
 
 /* The GPU model an NVLink pattern implies when the dump does not name one. NVSwitch ports per
  * GPU: 6 on DGX-2 (V100-SXM3), 12 on A100, 18 on H100 (the GPU table). A direct mesh of at
- * most 6 links per GPU is NVLink2 as on the DGX-1 (V100-SXM2; the 32 GB one is assumed). */
+ * most 6 links per GPU in which some GPU links to two or more peers is NVLink2 as on the DGX-1
+ * (V100-SXM2; the 32 GB one is assumed). Links only within pairs are NVLink bridges, which
+ * several PCIe cards take (A40, RTX A6000, RTX 3090 with 4 links, A100 and H100 PCIe with
+ * 12): they imply no model. */
 static const struct mpress_gpu_spec *guess_gpu(const struct topo_raw *raw, int uniform,
                                                char *why, size_t why_size)
 {
@@ -46,30 +49,49 @@ static const struct mpress_gpu_spec *guess_gpu(const struct topo_raw *raw, int u
             return s;
         }
     }
-    int most = 0;
+    int most = 0, most_peers = 0;
     for (int i = 0; i < raw->n_gpus; i++) {
-        int sum = 0;
-        for (int j = 0; j < raw->n_gpus; j++)
+        int sum = 0, peers = 0;
+        for (int j = 0; j < raw->n_gpus; j++) {
             sum += raw->links[i][j];
+            peers += raw->links[i][j] > 0;
+        }
         if (sum > most)
             most = sum;
+        if (peers > most_peers)
+            most_peers = peers;
     }
-    if (most > 0 && most <= 6) {
-        snprintf(why, why_size, "no GPU has more than 6 NVLinks, as with NVLink2 on V100-SXM2");
+    if (most > 0 && most <= 6 && most_peers >= 2) {
+        snprintf(why, why_size, "no GPU has more than 6 NVLinks and they join more than pairs, "
+                 "as NVLink2 on V100-SXM2 boards does");
         return mpress_gpu_spec_find("v100");
     }
     return NULL;
 }
 
-/* The built-in server whose GPUs are spec: it supplies the host figures a dump lacks. */
-static int reference_server(const struct mpress_gpu_spec *spec, struct mpress_topology *ref)
+/* The built-in server whose GPUs are spec: it supplies the host figures a dump lacks. A GPU
+ * no built-in server has (the PCIe cards) takes them from the built-in server of its PCIe
+ * generation (*by_gen set to 1). */
+static int reference_server(const struct mpress_gpu_spec *spec, struct mpress_topology *ref,
+                            int *by_gen)
 {
+    static const char *const by_pcie_gen[] = {"dgx1", "dgx-a100", "dgx-h100"}; /* Gen3..5 */
     struct mpress_error e;
+    *by_gen = 0;
     for (const char *const *n = mpress_topology_builtin_names(); *n; n++)
         if (mpress_topology_builtin(*n, ref, &e) == 0 && strcmp(ref->gpus[0].model,
                                                                 spec->model) == 0)
             return 0;
-    return -1;
+    if (spec->pcie_gen < 3 || spec->pcie_gen > 5)
+        return -1;
+    *by_gen = 1;
+    return mpress_topology_builtin(by_pcie_gen[spec->pcie_gen - 3], ref, &e) == 0 ? 0 : -1;
+}
+
+const char *mpress_topology_assumption(const struct mpress_topology *topo)
+{
+    const char *a = topo ? strstr(topo->description, MPRESS_TOPOLOGY_ASSUMED) : NULL;
+    return a ? a + 2 : NULL; /* past the "; " */
 }
 
 static void gpu_list(char *out, size_t size, const int *flag, int n)
@@ -122,24 +144,35 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
     } else {
         spec = guess_gpu(raw, uniform, why, sizeof(why));
         if (!spec)
-            return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, NULL,
-                                   "the dump does not tell the GPU model and its NVLink "
-                                   "pattern does not imply one: give it with --gpu");
+            return mpress_error_at(err, MPRESS_EUSAGE, file, 0, 0, NULL,
+                                   "the dump does not name the GPU model and its NVLinks do "
+                                   "not imply one: give it with --gpu TYPE (`mpress topo "
+                                   "--help` lists the types)");
         topo_note(notes, notes_size, "GPU model not in the dump: %s assumed because %s; "
-                  "give --gpu to choose another\n", spec->model, why);
+                  "its memory, FLOP/s and bandwidths are used throughout and the topology "
+                  "records the assumption; give --gpu TYPE to choose another\n", spec->model,
+                  why);
     }
 
     struct mpress_topology ref;
-    if (reference_server(spec, &ref) != 0)
-        return mpress_error_set(err, MPRESS_ESYSTEM, "no built-in server has %s GPUs",
-                                spec->model);
+    int by_gen;
+    if (reference_server(spec, &ref, &by_gen) != 0)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "no built-in server has %s GPUs or "
+                                "their PCIe generation", spec->model);
+    if (by_gen)
+        topo_note(notes, notes_size, "no built-in server has %s GPUs: what the dump lacks of "
+                  "the host is taken from '%s', a PCIe Gen%d server (edit the file where the "
+                  "machine has less host memory or a slower CPU)\n", spec->model, ref.name,
+                  spec->pcie_gen);
 
     memset(out, 0, sizeof(*out));
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
     snprintf(out->name, sizeof(out->name), "%.63s", base);
     snprintf(out->description, sizeof(out->description), "%d GPUs imported from the %s dump "
-             "'%.100s'", n, kind, base);
+             "'%.100s'%s%s%s", n, kind, base, given || raw->spec ? "" : MPRESS_TOPOLOGY_ASSUMED,
+             given || raw->spec ? "" : spec->model,
+             given || raw->spec ? "" : " (the dump does not name it)");
     out->n_gpus = n;
     for (int i = 0; i < n; i++)
         topo_gpu_fill(&out->gpus[i], spec);
@@ -172,8 +205,12 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
                 return too_many_links(file, given, spec, i, sum, err);
         }
     }
-    topo_note(notes, notes_size, "NVLink bandwidth %.0f GB/s per link per direction from the "
-              "GPU table\n", spec->nvlink_bytes_per_s / 1e9);
+    if (spec->nvlink_ports > 0)
+        topo_note(notes, notes_size, "NVLink bandwidth %.4g GB/s per link per direction from "
+                  "the GPU table\n", spec->nvlink_bytes_per_s / 1e9);
+    else
+        topo_note(notes, notes_size, "a %s has no NVLink: GPUs exchange data over PCIe\n",
+                  spec->model);
 
     out->pcie_bytes_per_s = raw->pcie_bytes_per_s;
     if (out->pcie_bytes_per_s <= 0) {

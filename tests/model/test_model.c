@@ -281,7 +281,7 @@ static void test_states(void)
 /* Roofline by hand on a made-up GPU: 100 TFLOP/s 16-bit, 10 TFLOP/s fp32, 1 TB/s. */
 static void test_time(void)
 {
-    struct mpress_gpu_spec gpu = {"test", "Test-GPU", 1ull << 34, 100e12, 10e12, 1e12, 0, 0, 1};
+    struct mpress_gpu_spec gpu = {"test", "Test-GPU", 1ull << 34, 100e12, 10e12, 1e12, 0, 0, 1, 4};
     struct mpress_model_config c = cfg("gpt3-6.7b", 0, 0, NULL, 0);
     struct mpress_profile p;
     struct mpress_error err;

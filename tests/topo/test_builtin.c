@@ -16,11 +16,13 @@ static void test_gpu_table(void)
     int n = 0;
     while (s[n].key)
         n++;
-    CHECK_INT(n, 7);
+    CHECK_INT(n, 20);
     const char *keys[] = {"v100", "v100-16g", "v100-sxm3", "a100-40g", "a100-80g", "h100",
-                          "h200"};
-    for (int i = 0; i < 7; i++)
-        CHECK(mpress_gpu_spec_find(keys[i]) != NULL);
+                          "h200", "v100-pcie", "v100-pcie-16g", "a100-pcie-40g",
+                          "a100-pcie-80g", "h100-pcie", "a10", "a40", "l4", "l40s",
+                          "rtx-a6000", "rtx-3090", "rtx-4090", "gtx-1080ti"};
+    for (int i = 0; i < (int)(sizeof(keys) / sizeof(keys[0])); i++)
+        CHECK_MSG(mpress_gpu_spec_find(keys[i]) != NULL, "%s missing", keys[i]);
     CHECK(mpress_gpu_spec_find("V100-SXM2-32GB") == mpress_gpu_spec_find("v100"));
     CHECK(mpress_gpu_spec_find("A100") == NULL);
     CHECK(mpress_gpu_spec_find(NULL) == NULL);
@@ -35,6 +37,90 @@ static void test_gpu_table(void)
     const struct mpress_gpu_spec *h = mpress_gpu_spec_find("H200");
     CHECK_NEAR(h->nvlink_ports * h->nvlink_bytes_per_s, 450e9, 1e-9);
     CHECK_NEAR(h->memory_bytes, 141 * GIB, 0);
+}
+
+/* Every row complete and consistent: key and model unique, memory, FLOP/s and bandwidth
+ * positive, fp16 above fp32 where there are tensor cores, NVLink ports and rate both or
+ * neither, a PCIe generation mpress has host figures for. */
+static void test_gpu_table_complete(void)
+{
+    const struct mpress_gpu_spec *s = mpress_gpu_specs();
+    for (int i = 0; s[i].key; i++) {
+        const struct mpress_gpu_spec *g = &s[i];
+        CHECK_MSG(g->model && g->model[0] && strlen(g->model) < 64, "%s: model", g->key);
+        CHECK_MSG(mpress_gpu_spec_find(g->key) == g, "%s: key not unique", g->key);
+        CHECK_MSG(mpress_gpu_spec_find(g->model) == g, "%s: model not unique", g->key);
+        CHECK_MSG(g->memory_bytes >= 8 * (uint64_t)GIB, "%s: memory", g->key);
+        CHECK_MSG(g->flops_fp16 > 0 && g->flops_fp32 > 0 && g->hbm_bytes_per_s > 0,
+                  "%s: FLOP/s or bandwidth missing", g->key);
+        CHECK_MSG(g->pcie_gen >= 3 && g->pcie_gen <= 5, "%s: PCIe generation %d", g->key,
+                  g->pcie_gen);
+        CHECK_MSG((g->nvlink_ports > 0) == (g->nvlink_bytes_per_s > 0), "%s: NVLink", g->key);
+        if (g->bf16 || g->flops_fp16 > 20 * g->flops_fp32 / 10)
+            CHECK_MSG(g->flops_fp16 >= 2 * g->flops_fp32 * 0.99, "%s: tensor rate", g->key);
+    }
+}
+
+/* Peaks recomputed from what the datasheets and architecture white papers give per GPU:
+ * SMs x boost clock x FLOP per clock per SM (fp32: 2 x FP32 lanes; dense fp16 tensor with fp32
+ * accumulation: 1024 on Volta and on GA102/AD10x professional parts, 2048 on GA100, 512 on
+ * GeForce Ampere/Ada, 4 on Pascal without tensor cores), and GDDR bandwidth = bus bits x data
+ * rate / 8. Datasheets round, hence 1.5 %. */
+static void test_gpu_table_computed(void)
+{
+    static const struct {
+        const char *key;
+        int sms;
+        double boost_mhz;
+        int fp32_lanes;     /* per SM */
+        int tensor_flop;    /* dense fp16 per clock per SM, 0: not checked */
+        int bus_bits;       /* GDDR bus, 0: HBM, not checked */
+        double gbps;        /* per pin */
+    } ref[] = {
+        {"v100", 80, 1530, 64, 1024, 0, 0},
+        {"v100-pcie", 80, 1380, 64, 1024, 0, 0},
+        {"a100-80g", 108, 1410, 64, 2048, 0, 0},
+        {"a100-pcie-40g", 108, 1410, 64, 2048, 0, 0},
+        {"h100", 132, 1980, 128, 0, 0, 0},
+        {"h100-pcie", 114, 1755, 128, 0, 0, 0},
+        {"a10", 72, 1695, 128, 1024, 384, 12.5},
+        {"a40", 84, 1740, 128, 1024, 384, 14.5},
+        {"l4", 58, 2040, 128, 1024, 192, 12.5},
+        {"l40s", 142, 2520, 128, 1024, 384, 18},
+        {"rtx-a6000", 84, 1800, 128, 1024, 384, 16},
+        {"rtx-3090", 82, 1695, 128, 512, 384, 19.5},
+        {"rtx-4090", 128, 2520, 128, 512, 384, 21},
+        {"gtx-1080ti", 28, 1582, 128, 4, 352, 11},
+    };
+    for (size_t i = 0; i < sizeof(ref) / sizeof(ref[0]); i++) {
+        const struct mpress_gpu_spec *g = mpress_gpu_spec_find(ref[i].key);
+        CHECK_MSG(g != NULL, "%s missing", ref[i].key);
+        if (!g)
+            continue;
+        double clk = ref[i].boost_mhz * 1e6;
+        CHECK_NEAR(g->flops_fp32, ref[i].sms * clk * 2.0 * ref[i].fp32_lanes, 0.015);
+        if (ref[i].tensor_flop)
+            CHECK_NEAR(g->flops_fp16, ref[i].sms * clk * ref[i].tensor_flop, 0.015);
+        if (ref[i].bus_bits)
+            CHECK_NEAR(g->hbm_bytes_per_s, ref[i].bus_bits * ref[i].gbps * 1e9 / 8, 1e-9);
+    }
+    /* NVLink bridges as the datasheets total them, both directions: 112.5 GB/s on GA102
+     * boards, 600 GB/s on A100 and H100 PCIe; none on the others. */
+    const char *ga102[] = {"a40", "rtx-a6000", "rtx-3090"};
+    for (int i = 0; i < 3; i++) {
+        const struct mpress_gpu_spec *g = mpress_gpu_spec_find(ga102[i]);
+        CHECK_NEAR(2 * g->nvlink_ports * g->nvlink_bytes_per_s, 112.5e9, 1e-9);
+    }
+    CHECK_NEAR(2 * 12 * 25e9, 2 * mpress_gpu_spec_find("h100-pcie")->nvlink_ports *
+                                  mpress_gpu_spec_find("h100-pcie")->nvlink_bytes_per_s, 1e-9);
+    const char *none[] = {"a10", "l4", "l40s", "rtx-4090", "gtx-1080ti", "v100-pcie"};
+    for (int i = 0; i < 6; i++)
+        CHECK_INT(mpress_gpu_spec_find(none[i])->nvlink_ports, 0);
+    CHECK_NEAR(mpress_gpu_spec_find("rtx-3090")->memory_bytes, 24 * GIB, 0);
+    CHECK_NEAR(mpress_gpu_spec_find("gtx-1080ti")->memory_bytes, 11 * GIB, 0);
+    CHECK_NEAR(mpress_gpu_spec_find("l40s")->memory_bytes, 48 * GIB, 0);
+    CHECK_INT(mpress_gpu_spec_find("gtx-1080ti")->bf16, 0);
+    CHECK_INT(mpress_gpu_spec_find("l4")->bf16, 1);
 }
 
 static void test_dgx1(void)
@@ -242,6 +328,8 @@ int main(void)
 {
     test_roundtrip();
     test_gpu_table();
+    test_gpu_table_complete();
+    test_gpu_table_computed();
     test_dgx1();
     test_nvswitch();
     test_restrict();

@@ -112,10 +112,10 @@ static void test_pcie_only(void)
     struct mpress_error err;
     char notes[4096];
     mpress_error_clear(&err);
-    /* No NVLink, no model: the GPU type has to be given. */
+    /* No NVLink, no model: the GPU type has to be given (a usage error naming --gpu). */
     CHECK_INT(mpress_topology_import(data("pcie4.smi.txt"), &t, notes, sizeof(notes), &err),
-              MPRESS_EINPUT);
-    CHECK(strstr(err.text, "--gpu") != NULL);
+              MPRESS_EUSAGE);
+    CHECK(strstr(err.text, "give it with --gpu TYPE") != NULL);
     CHECK_INT(mpress_topology_import_as(data("pcie4.smi.txt"), "a100-40g", &t, notes,
                                         sizeof(notes), &err),
               0);
@@ -127,6 +127,90 @@ static void test_pcie_only(void)
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             CHECK_INT(t.nvlinks[i][j], 0);
+}
+
+/* Every GPU of the table imports (each has host figures, from its own built-in server or one
+ * of its PCIe generation); a GPU without a built-in server says where the host came from. */
+static void test_every_gpu(void)
+{
+    struct mpress_topology t;
+    struct mpress_error err;
+    char notes[4096];
+    for (const struct mpress_gpu_spec *g = mpress_gpu_specs(); g->key; g++) {
+        mpress_error_clear(&err);
+        int rc = mpress_topology_import_as(data("pcie4.smi.txt"), g->key, &t, notes,
+                                           sizeof(notes), &err);
+        CHECK_MSG(rc == 0, "%s: rc %d %s", g->key, rc, err.text);
+        if (rc)
+            continue;
+        CHECK_STR(t.gpus[3].model, g->model);
+        CHECK_NEAR(t.gpus[0].flops_fp16, g->flops_fp16, 0);
+        CHECK(t.host_memory_bytes > 0 && t.cpu_flops > 0 && t.pcie_bytes_per_s > 0);
+        CHECK(mpress_topology_assumption(&t) == NULL); /* given, not assumed */
+    }
+    CHECK_INT(mpress_topology_import_as(data("pcie4.smi.txt"), "l4", &t, notes, sizeof(notes),
+                                        &err),
+              0);
+    CHECK(strstr(notes, "no built-in server has L4 GPUs: what the dump lacks of the host is "
+                        "taken from 'dgx-a100', a PCIe Gen4 server") != NULL);
+    CHECK(strstr(notes, "a L4 has no NVLink") != NULL);
+    CHECK_NEAR(t.pcie_bytes_per_s, 24e9, 0.01); /* Gen4 x16 at the measured efficiency */
+}
+
+/* NVLinks only within pairs are bridges, which several PCIe cards take: no model implied, so
+ * --gpu is asked for; with it, the pairs are direct links, and a GPU without NVLink cannot
+ * have them. */
+static void test_bridges(void)
+{
+    struct mpress_topology t;
+    struct mpress_error err;
+    char notes[4096];
+    mpress_error_clear(&err);
+    CHECK_INT(mpress_topology_import(data("bridge4.smi.txt"), &t, notes, sizeof(notes), &err),
+              MPRESS_EUSAGE);
+    CHECK(strstr(err.text, "--gpu TYPE") != NULL);
+    CHECK_INT(mpress_topology_import_as(data("bridge4.smi.txt"), "rtx-3090", &t, notes,
+                                        sizeof(notes), &err),
+              0);
+    CHECK_INT(t.fabric, MPRESS_FABRIC_DIRECT);
+    CHECK_INT(t.nvlinks[0][1], 4);
+    CHECK_INT(t.nvlinks[2][3], 4);
+    CHECK_INT(t.nvlinks[0][2], 0);
+    CHECK_NEAR(mpress_topology_p2p_bytes_per_s(&t, 0, 1), 56.25e9, 1e-9);
+    CHECK_INT(mpress_topology_import_as(data("bridge4.smi.txt"), "a10", &t, notes,
+                                        sizeof(notes), &err),
+              MPRESS_EUSAGE);
+    CHECK(strstr(err.text, "a A10 has 0 NVLink ports") != NULL);
+}
+
+/* An implied model is recorded in the topology (and survives a save and load); a given one or
+ * one read from PCI ids is not an assumption. */
+static void test_assumption_recorded(void)
+{
+    struct mpress_topology t, back;
+    struct mpress_error err;
+    char notes[4096];
+    mpress_error_clear(&err);
+    CHECK_INT(mpress_topology_import(data("nvswitch4.smi.txt"), &t, notes, sizeof(notes), &err),
+              0);
+    const char *a = mpress_topology_assumption(&t);
+    CHECK(a != NULL);
+    CHECK_STR(a ? a : "", "GPU model assumed: A100-SXM4-80GB (the dump does not name it)");
+    CHECK(strstr(notes, "the topology records the assumption") != NULL);
+    const char *tmp = "test_import_assumed.json";
+    CHECK_INT(mpress_topology_save(tmp, &t, &err), 0);
+    CHECK_INT(mpress_topology_load(tmp, &back, &err), 0);
+    CHECK(mpress_topology_assumption(&back) != NULL);
+    remove(tmp);
+    CHECK_INT(mpress_topology_import_as(data("nvswitch4.smi.txt"), "a100-40g", &t, notes,
+                                        sizeof(notes), &err),
+              0);
+    CHECK(mpress_topology_assumption(&t) == NULL);
+    CHECK_INT(mpress_topology_import(data("perm4.nccl.xml"), &t, notes, sizeof(notes), &err), 0);
+    CHECK(mpress_topology_assumption(&t) == NULL); /* PCI device ids name it */
+    struct mpress_topology b;
+    CHECK_INT(mpress_topology_builtin("dgx1", &b, &err), 0);
+    CHECK(mpress_topology_assumption(&b) == NULL);
 }
 
 static void bad(const char *name, int line, int col, const char *text)
@@ -171,6 +255,9 @@ int main(void)
     test_nvswitch();
     test_partial_xml();
     test_pcie_only();
+    test_every_gpu();
+    test_bridges();
+    test_assumption_recorded();
     test_bad();
     return check_done();
 }

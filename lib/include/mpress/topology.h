@@ -5,6 +5,7 @@
 #define MPRESS_TOPOLOGY_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <jansson.h>
 #include "mpress/error.h"
 #include "mpress/json.h"
@@ -27,11 +28,15 @@ struct mpress_gpu_spec {
     double nvlink_bytes_per_s; /* per link per direction */
     int bf16;               /* 1: bf16 runs on the tensor cores at flops_fp16 (A100 and later);
                                0: no bf16 tensor cores (V100) */
+    int pcie_gen;           /* PCIe generation of the GPU's host link (3, 4, 5) */
 };
 
 /* NULL-terminated table, and lookup by key or model name (case-insensitive); NULL if none. */
 const struct mpress_gpu_spec *mpress_gpu_specs(void);
 const struct mpress_gpu_spec *mpress_gpu_spec_find(const char *key_or_model);
+/* The table's keys, space-separated, on lines of at most width columns indented by indent
+ * spaces, ending in a newline (for --help texts). */
+void mpress_gpu_spec_keys_print(FILE *out, int indent, int width);
 
 enum mpress_fabric {
     MPRESS_FABRIC_DIRECT = 0,   /* point-to-point NVLink between pairs (e.g. hybrid cube-mesh) */
@@ -116,6 +121,13 @@ char *mpress_topology_render(const struct mpress_topology *topo);
  * An unknown gpu is MPRESS_EUSAGE. */
 int mpress_topology_import_as(const char *file, const char *gpu, struct mpress_topology *out,
                               char *notes, size_t notes_size, struct mpress_error *err);
+
+/* An import whose dump does not name the GPU model and that took the one its NVLinks imply
+ * records that in the description: "...; GPU model assumed: MODEL (the dump does not name
+ * it)". */
+#define MPRESS_TOPOLOGY_ASSUMED "; GPU model assumed: "
+/* "GPU model assumed: MODEL (...)" when topo records such an assumption, else NULL. */
+const char *mpress_topology_assumption(const struct mpress_topology *topo);
 
 #ifdef __cplusplus
 }

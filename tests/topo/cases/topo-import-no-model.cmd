@@ -1,0 +1,1 @@
+"$MPRESS" topo import "$SRC/tests/topo/data/pcie4.smi.txt"
