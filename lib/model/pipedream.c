@@ -398,6 +398,17 @@ static void stem(const char *file, char *out, size_t size)
     }
 }
 
+/* Node i has no incoming edge and its description starts with "Input". */
+static int is_model_input(const struct mpress_pipedream_graph *g, int i)
+{
+    if (strncmp(g->nodes[i].desc, "Input", 5) != 0)
+        return 0;
+    for (int e = 0; e < g->n_edges; e++)
+        if (g->edges[e].dst == i)
+            return 0;
+    return 1;
+}
+
 int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out,
                                     struct mpress_error *err)
 {
@@ -431,6 +442,14 @@ int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out
         op->layer = -1;
         op->fwd_s = nd->fwd_ms / 1000.0;
         op->bwd_s = nd->bwd_ms / 1000.0;
+        /* A model input (a source node described "Input...") is data, not work: the profiler
+         * times loading it, which no stage repeats per micro-batch. PipeDream's optimizer
+         * (optimizer_graph_hierarchical.py) sets such nodes' times to zero; so does mpress,
+         * else the first stage carries that time (635.9 ms on alexnet, 22x its bottleneck). */
+        if (is_model_input(&g, g.order[k])) {
+            op->fwd_s = 0;
+            op->bwd_s = 0;
+        }
         /* PipeDream profiles fp32 PyTorch models: parameters are 4 bytes each; gradients as
          * large; Adam keeps two fp32 moments (the weights are their own master copy). */
         uint64_t pbytes = (uint64_t)llround(nd->parameter_bytes);

@@ -243,9 +243,42 @@ static void test_kinds(void)
     rmdir(dir);
 }
 
+/* A model input (source node described "Input...") costs nothing, as PipeDream's optimizer
+ * has it; a later node of that description, or a source of another kind, keeps its times. */
+static void test_input_costs_nothing(void)
+{
+    char dir[] = "/tmp/mpress-pd-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof(path), "%s/in.graph.txt", dir);
+    FILE *f = fopen(path, "w");
+    fputs("node1 -- Input0 -- forward_compute_time=635.9, backward_compute_time=0.5, "
+          "activation_size=8.0, parameter_size=0.0\n"
+          "node2 -- Linear(4, 4) -- " OK "\n"
+          "node3 -- InputScale() -- " OK "\n"
+          "node4 -- Embedding(4, 4) -- " OK "\n"
+          "\tnode1 -- node2\n\tnode2 -- node3\n\tnode4 -- node3\n",
+          f);
+    fclose(f);
+    struct mpress_profile p;
+    struct mpress_error err;
+    mpress_profile_init(&p);
+    CHECK_INT(mpress_profile_import_pipedream(path, &p, &err), 0);
+    CHECK_INT(p.n_ops, 4);
+    for (int k = 0; k < p.n_ops; k++) {
+        int input = strcmp(p.ops[k].name, "node1") == 0;
+        CHECK_NEAR(p.ops[k].fwd_s, input ? 0.0 : 1e-3, 1e-12);
+        CHECK_NEAR(p.ops[k].bwd_s, input ? 0.0 : 2e-3, 1e-12);
+    }
+    mpress_profile_finish(&p);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     test_bad();
+    test_input_costs_nothing();
     test_kinds();
     const char *shared = getenv("MPRESS_SHARED");
     char file[1024];
