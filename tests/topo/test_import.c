@@ -157,6 +157,24 @@ static void test_every_gpu(void)
     CHECK_NEAR(t.pcie_bytes_per_s, 24e9, 0.01); /* Gen4 x16 at the measured efficiency */
 }
 
+/* A PCIe card named by its PCI device id (0x26b9, L40S): no assumption, host figures from the
+ * Gen4 server, the GPU's own PCIe rate from the dump (Gen4 x16 at the measured efficiency). */
+static void test_pcie_card_xml(void)
+{
+    struct mpress_topology t;
+    struct mpress_error err;
+    char notes[4096];
+    mpress_error_clear(&err);
+    CHECK_INT(mpress_topology_import(data("l40s2.nccl.xml"), &t, notes, sizeof(notes), &err), 0);
+    CHECK_INT(t.n_gpus, 2);
+    CHECK_STR(t.gpus[0].model, "L40S");
+    CHECK_NEAR(t.gpus[1].memory_bytes, 48.0 * (1u << 30), 0);
+    CHECK_INT(t.nvlinks[0][1], 0);
+    CHECK(mpress_topology_assumption(&t) == NULL);
+    CHECK(strstr(notes, "from the dump's PCI device id") != NULL);
+    CHECK_NEAR(t.pcie_bytes_per_s, 16e9 * 128 / 130 / 8 * 16 * (12.0 / 15.753846), 0.001);
+}
+
 /* NVLinks only within pairs are bridges, which several PCIe cards take: no model implied, so
  * --gpu is asked for; with it, the pairs are direct links, and a GPU without NVLink cannot
  * have them. */
@@ -257,6 +275,7 @@ int main(void)
     test_pcie_only();
     test_every_gpu();
     test_bridges();
+    test_pcie_card_xml();
     test_assumption_recorded();
     test_bad();
     return check_done();
