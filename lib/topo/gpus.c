@@ -24,7 +24,7 @@
  * runs at: GeForce parts accumulate in fp32 at half their fp16-accumulate rate. */
 static const struct mpress_gpu_spec specs[] = {
     /* key, model, memory, fp16 dense tensor, fp32, memory bandwidth, NVLink ports, per link,
-     * bf16 tensor cores (Volta and Pascal have none; Ampere and later give bf16 the fp16
+     * bf16 tensor cores (Pascal, Volta and Turing have none; Ampere and later give bf16 the fp16
      * rate), PCIe generation of the GPU's host link */
     {"v100", "V100-SXM2-32GB", 32 * GIB, 125 * T, 15.7 * T, 900 * GBS, 6, 25 * GBS, 0, 3},
     {"v100-16g", "V100-SXM2-16GB", 16 * GIB, 125 * T, 15.7 * T, 900 * GBS, 6, 25 * GBS, 0, 3},
@@ -41,6 +41,7 @@ static const struct mpress_gpu_spec specs[] = {
     {"a100-pcie-80g", "A100-PCIE-80GB", 80 * GIB, 312 * T, 19.5 * T, 1935 * GBS, 12, 25 * GBS,
      1, 4},
     {"h100-pcie", "H100-PCIE-80GB", 80 * GIB, 756 * T, 51 * T, 2000 * GBS, 12, 25 * GBS, 1, 5},
+    {"t4", "T4", 16 * GIB, 65 * T, 8.1 * T, 320 * GBS, 0, 0, 0, 3},
     {"a10", "A10", 24 * GIB, 125 * T, 31.2 * T, 600 * GBS, 0, 0, 1, 4},
     {"a40", "A40", 48 * GIB, 149.7 * T, 37.4 * T, 696 * GBS, 4, 14.0625 * GBS, 1, 4},
     {"l4", "L4", 24 * GIB, 121 * T, 30.3 * T, 300 * GBS, 0, 0, 1, 4},
@@ -101,7 +102,7 @@ static const struct {
     {0x20f1, "a100-pcie-40g"}, {0x20b5, "a100-pcie-80g"}, {0x2331, "h100-pcie"},
     {0x2236, "a10"},           {0x2235, "a40"},           {0x27b8, "l4"},
     {0x26b9, "l40s"},          {0x2230, "rtx-a6000"},     {0x2204, "rtx-3090"},
-    {0x2684, "rtx-4090"},      {0x1b06, "gtx-1080ti"},
+    {0x2684, "rtx-4090"},      {0x1b06, "gtx-1080ti"},    {0x1eb8, "t4"},
 };
 
 const struct mpress_gpu_spec *topo_gpu_spec_by_pci_id(unsigned device_id)

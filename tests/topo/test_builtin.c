@@ -16,10 +16,10 @@ static void test_gpu_table(void)
     int n = 0;
     while (s[n].key)
         n++;
-    CHECK_INT(n, 20);
+    CHECK_INT(n, 21);
     const char *keys[] = {"v100", "v100-16g", "v100-sxm3", "a100-40g", "a100-80g", "h100",
                           "h200", "v100-pcie", "v100-pcie-16g", "a100-pcie-40g",
-                          "a100-pcie-80g", "h100-pcie", "a10", "a40", "l4", "l40s",
+                          "a100-pcie-80g", "h100-pcie", "t4", "a10", "a40", "l4", "l40s",
                           "rtx-a6000", "rtx-3090", "rtx-4090", "gtx-1080ti"};
     for (int i = 0; i < (int)(sizeof(keys) / sizeof(keys[0])); i++)
         CHECK_MSG(mpress_gpu_spec_find(keys[i]) != NULL, "%s missing", keys[i]);
@@ -63,7 +63,7 @@ static void test_gpu_table_complete(void)
 
 /* Peaks recomputed from what the datasheets and architecture white papers give per GPU:
  * SMs x boost clock x FLOP per clock per SM (fp32: 2 x FP32 lanes; dense fp16 tensor with fp32
- * accumulation: 1024 on Volta and on GA102/AD10x professional parts, 2048 on GA100, 512 on
+ * accumulation: 1024 on Volta, Turing (T4) and on GA102/AD10x professional parts, 2048 on GA100, 512 on
  * GeForce Ampere/Ada, 4 on Pascal without tensor cores), and GDDR bandwidth = bus bits x data
  * rate / 8. Datasheets round, hence 1.5 %. */
 static void test_gpu_table_computed(void)
@@ -83,6 +83,7 @@ static void test_gpu_table_computed(void)
         {"a100-pcie-40g", 108, 1410, 64, 2048, 0, 0},
         {"h100", 132, 1980, 128, 0, 0, 0},
         {"h100-pcie", 114, 1755, 128, 0, 0, 0},
+        {"t4", 40, 1590, 64, 1024, 256, 10},
         {"a10", 72, 1695, 128, 1024, 384, 12.5},
         {"a40", 84, 1740, 128, 1024, 384, 14.5},
         {"l4", 58, 2040, 128, 1024, 192, 12.5},
@@ -113,13 +114,14 @@ static void test_gpu_table_computed(void)
     }
     CHECK_NEAR(2 * 12 * 25e9, 2 * mpress_gpu_spec_find("h100-pcie")->nvlink_ports *
                                   mpress_gpu_spec_find("h100-pcie")->nvlink_bytes_per_s, 1e-9);
-    const char *none[] = {"a10", "l4", "l40s", "rtx-4090", "gtx-1080ti", "v100-pcie"};
-    for (int i = 0; i < 6; i++)
+    const char *none[] = {"a10", "l4", "l40s", "rtx-4090", "gtx-1080ti", "v100-pcie", "t4"};
+    for (int i = 0; i < 7; i++)
         CHECK_INT(mpress_gpu_spec_find(none[i])->nvlink_ports, 0);
     CHECK_NEAR(mpress_gpu_spec_find("rtx-3090")->memory_bytes, 24 * GIB, 0);
     CHECK_NEAR(mpress_gpu_spec_find("gtx-1080ti")->memory_bytes, 11 * GIB, 0);
     CHECK_NEAR(mpress_gpu_spec_find("l40s")->memory_bytes, 48 * GIB, 0);
     CHECK_INT(mpress_gpu_spec_find("gtx-1080ti")->bf16, 0);
+    CHECK_INT(mpress_gpu_spec_find("t4")->bf16, 0); /* Turing tensor cores: fp16 only */
     CHECK_INT(mpress_gpu_spec_find("l4")->bf16, 1);
 }
 
