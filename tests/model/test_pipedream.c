@@ -247,7 +247,7 @@ static void test_kinds(void)
  * has it; a later node of that description, or a source of another kind, keeps its times. */
 static void test_input_costs_nothing(void)
 {
-    char dir[] = "/tmp/mpress-pd-XXXXXX";
+    char dir[] = "mpress-pd-XXXXXX"; /* in the test's working directory */
     CHECK(mkdtemp(dir) != NULL);
     char path[256];
     snprintf(path, sizeof(path), "%s/in.graph.txt", dir);
