@@ -2,7 +2,7 @@
  *
  * mpress_sched_create turns a loaded plan into tasks (forward, backward and recompute ops,
  * optimizer steps, evictions and prefetches, boundary sends, host-optimizer copies and the
- * tied-embedding exchange), each on one queue (a GPU's in-order compute stream, one of its copy
+ * tied-embedding gradient exchange), each on one queue (a GPU's in-order compute stream, one of its copy
  * engines, or a CPU socket), with dependency edges and the memory each task allocates when it
  * starts and frees when it ends. It decides what runs where and in which order; it decides no
  * durations. How plans are lowered: docs/schedule.md.
@@ -49,8 +49,7 @@ enum mpress_task_kind {
     MPRESS_TASK_SEND_GRAD,      /* boundary gradient, stage k+1 -> k */
     MPRESS_TASK_GRAD_D2H,       /* host optimizer: gradients down */
     MPRESS_TASK_WEIGHTS_H2D,    /* host optimizer: new weights up */
-    MPRESS_TASK_TIED_GRAD,      /* tied weight: user stage's gradient to the owner stage */
-    MPRESS_TASK_TIED_WEIGHTS,   /* tied weight: owner's updated weight back to the user stage */
+    MPRESS_TASK_TIED_GRAD,      /* a tied weight's gradient to the other stage holding a copy */
     MPRESS_TASK_KINDS
 };
 const char *mpress_task_kind_name(enum mpress_task_kind k); /* "forward", ...; "?" if unknown */
@@ -94,7 +93,7 @@ struct mpress_task {
     int op;                     /* profile op index, -1 where none */
     int action;                 /* index into plan->actions, -1 where none */
     int part;                   /* D2D part (peer index in the action), else 0 */
-    int tied_op;                /* TIED_*: op that owns the weight (op is the one reusing it) */
+    int tied_op;                /* TIED_GRAD: the op on dst that shares the weight, else -1 */
     int src, dst;               /* devices: GPU index, -1 = host; compute: src = dst = GPU */
     uint64_t bytes;             /* transfers: bytes moved; 0 for compute and CPU tasks */
     int queue;                  /* index into the queues */
@@ -113,9 +112,11 @@ struct mpress_mem_delta {
 struct mpress_sched_options {
     int iterations;             /* >= 1: training iterations laid out */
     /* 1 (default): where a weight is tied across stages (the word embedding that GPT's and
-     * BERT's heads reuse), lay out its gradient exchange and the weight's copy on the user's
-     * stage. 0: leave it out, as the planner's cost model does (the simulator passes 0 so that
-     * it predicts what the planner predicted; see docs/schedule.md). */
+     * BERT's heads reuse), each of the two stages keeps a copy with its own gradients and
+     * optimizer states (the profile charges the copy to the reusing op) and they exchange
+     * gradients before their steps: one TIED_GRAD each way, each step waiting for both.
+     * 0: leave the exchange out, as the planner's cost model does; the simulator passes 0 so
+     * that its timeline matches what the planner predicted (docs/schedule.md). */
     int tied_exchange;
 };
 void mpress_sched_options_init(struct mpress_sched_options *opt); /* iterations 1, tied 1 */
