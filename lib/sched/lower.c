@@ -318,9 +318,9 @@ static int count_tasks(const struct mpress_sched *s, int n_tied, int *total,
         a > INT64_MAX - b || a + b > MPRESS_SCHED_MAX_TASKS) {
         if (err)
             snprintf(err->path, sizeof(err->path), "micro_batches");
-        return mpress_error_set(err, MPRESS_EINPUT, "micro_batches is %d: %d iterations of it "
-                                "would make more than %d tasks (%lld per micro-batch), more "
-                                "than the schedule can count", plan->micro_batches, s->N,
+        return mpress_error_set(err, MPRESS_EINPUT, "%d micro-batches x %d iterations would "
+                                "make more than %d tasks (%lld per micro-batch), more than the "
+                                "schedule can count", plan->micro_batches, s->N,
                                 MPRESS_SCHED_MAX_TASKS, (long long)per_u);
     }
     *total = (int)(a + b);
