@@ -311,6 +311,29 @@ static void test_edges_and_queues(void)
     mpress_sched_destroy(s);
 }
 
+/* The (iteration, device, kind) triples whose task deltas do not sum to zero; at most 3
+ * iterations and 3 GPUs. */
+static int unbalanced(const struct mpress_sched *s)
+{
+    int64_t bal[3][4][MPRESS_MEM_KINDS];
+    memset(bal, 0, sizeof(bal));
+    for (int t = 0; t < mpress_sched_task_count(s); t++) {
+        int it = mpress_sched_task(s, t)->iteration, n;
+        for (int ph = 0; ph < 2; ph++) {
+            const struct mpress_mem_delta *d =
+                ph ? mpress_sched_mem_end(s, t, &n) : mpress_sched_mem_start(s, t, &n);
+            for (int i = 0; i < n; i++)
+                bal[it][d[i].device + 1][d[i].kind] += d[i].bytes;
+        }
+    }
+    int bad = 0;
+    for (int it = 0; it < 3; it++)
+        for (int dv = 0; dv < 4; dv++)
+            for (int k = 0; k < MPRESS_MEM_KINDS; k++)
+                bad += bal[it][dv][k] != 0;
+    return bad;
+}
+
 /* Memory: the initial list holds reserves and model states (gpu0 = gpu1 = 0.5 + 0.1 + 0.1 +
  * 0.2 = 0.9 GB, gpu2 0.5 GB, nothing on the host); the tasks of each iteration allocate and
  * free the same bytes per device and kind; a forward's start list is its workspace then its
@@ -339,22 +362,7 @@ static void test_memory(void)
             CHECK_INT(init[2], GB / 2 + GB / 10 + GB / 10 + (a % 2 ? 0 : GB / 5));
             CHECK_INT(init[3], GB / 2);
             CHECK_INT(init[0], a % 2 ? GB / 10 + GB / 5 : 0);
-            /* per iteration, device and kind */
-            int64_t bal[3][4][MPRESS_MEM_KINDS];
-            memset(bal, 0, sizeof(bal));
-            for (int t = 0; t < mpress_sched_task_count(s); t++) {
-                int it = mpress_sched_task(s, t)->iteration;
-                for (int ph = 0; ph < 2; ph++) {
-                    d = ph ? mpress_sched_mem_end(s, t, &n) : mpress_sched_mem_start(s, t, &n);
-                    for (int i = 0; i < n; i++)
-                        bal[it][d[i].device + 1][d[i].kind] += d[i].bytes;
-                }
-            }
-            int bad = 0;
-            for (int it = 0; it < 3; it++)
-                for (int dv = 0; dv < 4; dv++)
-                    for (int k = 0; k < MPRESS_MEM_KINDS; k++)
-                        bad += bal[it][dv][k] != 0;
+            int bad = unbalanced(s);
             CHECK_MSG(bad == 0, "action %d schedule %d: %d unbalanced (iteration, device, kind)",
                       a, sc, bad);
             int f0 = find(s, MPRESS_TASK_FORWARD, 0, 1, 2);
@@ -425,7 +433,22 @@ static void test_tied(void)
         }
         int n = mpress_sched_task_count(s);
         CHECK_INT(walk(s), n);
+        CHECK_INT(unbalanced(s), 0);
         mpress_sched_destroy(s);
+        /* stage 1 steps on the host: the incoming gradient is folded in before it goes down */
+        st[1].optimizer_on_host = 1;
+        CHECK(mpress_sched_create(&p, &o, &s, &err) == 0);
+        for (int i = 0; s && i < mpress_sched_task_count(s); i++) {
+            const struct mpress_task *t = mpress_sched_task(s, i);
+            if (t->kind != MPRESS_TASK_TIED_GRAD)
+                continue;
+            int np;
+            const int *su = mpress_sched_succs(s, i, &np);
+            CHECK(np == 2 && has(su, np, find(s, MPRESS_TASK_GRAD_D2H, 1, t->iteration, -1)));
+        }
+        CHECK(s && walk(s) == mpress_sched_task_count(s) && unbalanced(s) == 0);
+        mpress_sched_destroy(s);
+        st[1].optimizer_on_host = 0;
         o.tied_exchange = 0;
         CHECK(mpress_sched_create(&p, &o, &s, &err) == 0);
         CHECK_INT(mpress_sched_count_kind(s, MPRESS_TASK_TIED_GRAD), 0);

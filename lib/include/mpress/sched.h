@@ -97,7 +97,8 @@ struct mpress_task {
     int src, dst;               /* devices: GPU index, -1 = host; compute: src = dst = GPU */
     uint64_t bytes;             /* transfers: bytes moved; 0 for compute and CPU tasks */
     int queue;                  /* index into the queues */
-    int ends_iteration;         /* 1: the task that ends its stage's iteration (the step) */
+    int ends_iteration;         /* 1: the task that ends its stage's iteration: the GPU step,
+                                 * or the weights' copy back after a host step */
 };
 
 /* One change of one device's memory. */
@@ -141,8 +142,8 @@ int mpress_sched_count_kind(const struct mpress_sched *s, enum mpress_task_kind 
 
 /* Dependencies of task i: the tasks that must end before it starts (preds), and those that
  * wait for it (succs, in the order the lowering added them). *n receives the count; the array
- * is owned by s. A compute task's predecessor on its own queue is implicit (queue order), not
- * an edge. */
+ * is owned by s. A compute task's predecessor on its own queue is implicit in the queue's
+ * order and need not be an edge (the step before an iteration's first task also is one). */
 const int *mpress_sched_preds(const struct mpress_sched *s, int i, int *n);
 const int *mpress_sched_succs(const struct mpress_sched *s, int i, int *n);
 int mpress_sched_edge_count(const struct mpress_sched *s);
