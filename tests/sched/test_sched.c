@@ -256,10 +256,14 @@ static void test_edges_and_queues(void)
     int G = 3, epg = 3 + G, n;
     const int *l;
     for (int mb = 0; mb < 2; mb++) {
-        int f0 = find(s, MPRESS_TASK_FORWARD, 0, 0, mb), f1 = find(s, MPRESS_TASK_FORWARD, 1, 0, mb);
-        int b0 = find(s, MPRESS_TASK_BACKWARD, 0, 0, mb), b1 = find(s, MPRESS_TASK_BACKWARD, 1, 0, mb);
-        int sa = find(s, MPRESS_TASK_SEND_ACT, 0, 0, mb), sg = find(s, MPRESS_TASK_SEND_GRAD, 1, 0, mb);
-        int ev = find(s, MPRESS_TASK_EVICT, 0, 0, mb), pf = find(s, MPRESS_TASK_PREFETCH, 0, 0, mb);
+        int f0 = find(s, MPRESS_TASK_FORWARD, 0, 0, mb);
+        int f1 = find(s, MPRESS_TASK_FORWARD, 1, 0, mb);
+        int b0 = find(s, MPRESS_TASK_BACKWARD, 0, 0, mb);
+        int b1 = find(s, MPRESS_TASK_BACKWARD, 1, 0, mb);
+        int sa = find(s, MPRESS_TASK_SEND_ACT, 0, 0, mb);
+        int sg = find(s, MPRESS_TASK_SEND_GRAD, 1, 0, mb);
+        int ev = find(s, MPRESS_TASK_EVICT, 0, 0, mb);
+        int pf = find(s, MPRESS_TASK_PREFETCH, 0, 0, mb);
         CHECK(f0 >= 0 && f1 >= 0 && b0 >= 0 && b1 >= 0 && sa >= 0 && sg >= 0 && ev >= 0 &&
               pf >= 0);
         if (f0 < 0 || f1 < 0 || b0 < 0 || b1 < 0 || sa < 0 || sg < 0 || ev < 0 || pf < 0)

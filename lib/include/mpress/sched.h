@@ -2,10 +2,10 @@
  *
  * mpress_sched_create turns a loaded plan into tasks (forward, backward and recompute ops,
  * optimizer steps, evictions and prefetches, boundary sends, host-optimizer copies and the
- * tied-embedding gradient exchange), each on one queue (a GPU's in-order compute stream, one of its copy
- * engines, or a CPU socket), with dependency edges and the memory each task allocates when it
- * starts and frees when it ends. It decides what runs where and in which order; it decides no
- * durations. How plans are lowered: docs/schedule.md.
+ * tied-embedding gradient exchange), each on one queue (a GPU's in-order compute stream, one of
+ * its copy engines, or a CPU socket), with dependency edges and the memory each task allocates
+ * when it starts and frees when it ends. It decides what runs where and in which order; it
+ * decides no durations. How plans are lowered: docs/schedule.md.
  *
  * Walking the graph (what a runtime does):
  *   - Each queue runs its tasks one at a time. A compute queue runs them in exactly the order
@@ -21,8 +21,9 @@
  *     one list, deltas apply in the order given.
  * Task, queue and edge order are deterministic: the same plan gives the same graph.
  *
- * Sizes: lowering counts tasks, edges and memory deltas in 64 bits first and refuses a plan
- * whose graph would exceed MPRESS_SCHED_MAX_TASKS tasks (MPRESS_EINPUT, naming the count). */
+ * Sizes: lowering counts the tasks in 64 bits before it allocates anything and refuses a plan
+ * whose graph would exceed MPRESS_SCHED_MAX_TASKS tasks (MPRESS_EINPUT, err->path
+ * "micro_batches", the count in the text); edges and memory deltas are refused past INT_MAX. */
 #ifndef MPRESS_SCHED_H
 #define MPRESS_SCHED_H
 
@@ -35,7 +36,8 @@
 extern "C" {
 #endif
 
-/* Most tasks a graph may hold; task, edge and delta indices are int below this. */
+/* Most tasks a graph may hold, so that task indices, and the edges and deltas that grow with
+ * them, fit in an int. */
 #define MPRESS_SCHED_MAX_TASKS (1 << 28)
 
 enum mpress_task_kind {
