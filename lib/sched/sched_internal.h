@@ -1,0 +1,65 @@
+/* Internal state of a schedule while it is lowered (lower.c) and once it is final (sched.c).
+ * Not installed. */
+#ifndef MPRESS_SCHED_INTERNAL_H
+#define MPRESS_SCHED_INTERNAL_H
+
+#include <stdint.h>
+#include "mpress/sched.h"
+
+/* While lowering, a task's successors and memory deltas are linked lists in append order
+ * (the lowering adds to a task's lists long after the task was made); sched_finalize packs
+ * them into arrays in that same order. */
+struct sched_btask {
+    struct mpress_task pub;
+    int edge_head, edge_tail;   /* successors: index into edges, -1 */
+    int mem_start, mem_end;     /* deltas applied at start and at end: index into deltas, -1 */
+    int n_preds;
+};
+
+struct sched_bedge {
+    int to, next;
+};
+
+struct sched_bdelta {
+    struct mpress_mem_delta d;
+    int next;
+};
+
+struct mpress_sched {
+    const struct mpress_plan *plan;
+    struct mpress_sched_options opt;
+    int n_gpus, n_stages, M, N;     /* micro-batches per iteration, iterations */
+    int stage_gpu[MPRESS_MAX_GPUS];
+    int failed;                     /* allocation failure or a count past the limits */
+
+    /* building */
+    struct sched_btask *bt;
+    int n_tasks, cap_tasks;
+    int expected_tasks;             /* counted before lowering; checked after */
+    struct sched_bedge *bedges;
+    int n_edges, cap_edges;
+    struct sched_bdelta *bdeltas;
+    int n_deltas, cap_deltas;
+    int init_mem;                   /* delta list applied before the first task */
+    int **seq;                      /* per stage: compute tasks in stream order */
+    int *seq_len, *seq_cap;
+
+    /* final */
+    struct mpress_task *tasks;
+    int *succ_off, *succ;           /* [succ_off[i], succ_off[i + 1]) */
+    int *pred_off, *pred;
+    int *ms_off, *me_off;           /* start / end deltas of task i: deltas[off[i]..off[i+1]) */
+    struct mpress_mem_delta *deltas;
+    int n_init;                     /* the first n_init deltas are the initial ones */
+    struct mpress_sched_queue *queues;
+    int n_queues, epg;              /* queues per GPU: 3 + n_gpus */
+    int *q_off, *q_tasks;           /* tasks of queue q in issue order */
+    int count_kind[MPRESS_TASK_KINDS];
+};
+
+/* lower.c */
+int sched_lower(struct mpress_sched *s, struct mpress_error *err);
+/* sched.c */
+int sched_grow(void **p, int *cap, int need, size_t size);
+
+#endif
