@@ -216,9 +216,9 @@ int cmd_plan(int argc, char **argv)
             topo_arg = optarg;
             break;
         case OPT_MB:
-            if (cli_parse_int(optarg, 1, 1000000, &v))
-                return cli_usage(CMD, "--micro-batches: expected 1 to 1000000, got '%s'",
-                                 optarg);
+            if (cli_parse_int(optarg, 1, MPRESS_MAX_MICRO_BATCHES, &v))
+                return cli_usage(CMD, "--micro-batches: expected 1 to %d, got '%s'",
+                                 MPRESS_MAX_MICRO_BATCHES, optarg);
             o.micro_batches = (int)v;
             break;
         case OPT_SCHED:

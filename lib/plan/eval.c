@@ -111,69 +111,6 @@ void mpress_assignment_finish(struct mpress_assignment *a)
     memset(a, 0, sizeof(*a));
 }
 
-/* Checks the assignment's shape; the messages name what is wrong. */
-static int check_assignment(const struct mpress_profile *p, const struct mpress_topology *topo,
-                            const struct mpress_assignment *a, struct mpress_error *err)
-{
-    int S = a->n_stages;
-    if (S < 1 || S > topo->n_gpus)
-        return mpress_error_set(err, MPRESS_EINPUT, "%d stages on %d GPUs", S, topo->n_gpus);
-    int used[MPRESS_MAX_GPUS] = {0};
-    int next = 0;
-    for (int k = 0; k < S; k++) {
-        const struct mpress_plan_stage *st = &a->stages[k];
-        if (st->first_op != next || st->last_op < st->first_op || st->last_op >= p->n_ops)
-            return mpress_error_set(err, MPRESS_EINPUT,
-                                    "stage %d: op range %d..%d is not contiguous after op %d",
-                                    k, st->first_op, st->last_op, next - 1);
-        if (st->gpu < 0 || st->gpu >= topo->n_gpus || used[st->gpu]++)
-            return mpress_error_set(err, MPRESS_EINPUT, "stage %d: gpu %d unknown or reused", k,
-                                    st->gpu);
-        next = st->last_op + 1;
-    }
-    if (next != p->n_ops)
-        return mpress_error_set(err, MPRESS_EINPUT, "stages end at op %d of %d", next - 1,
-                                p->n_ops);
-    if (a->n_actions != plan_count_tensors(p))
-        return mpress_error_set(err, MPRESS_EINPUT, "%d actions for %d saved tensors",
-                                a->n_actions, plan_count_tensors(p));
-    int j = 0;
-    for (int i = 0; i < p->n_ops; i++) {
-        int k = 0;
-        while (a->stages[k].last_op < i)
-            k++;
-        for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
-            const struct mpress_plan_action *ac = &a->actions[j];
-            if (ac->op != i || ac->tensor != t)
-                return mpress_error_set(err, MPRESS_EINPUT,
-                                        "action %d is for op %d tensor %d, expected %d/%d", j,
-                                        ac->op, ac->tensor, i, t);
-            if (ac->action < MPRESS_ACTION_KEEP || ac->action > MPRESS_ACTION_D2D_SWAP)
-                return mpress_error_set(err, MPRESS_EINPUT, "action %d: unknown kind", j);
-            if (ac->action != MPRESS_ACTION_D2D_SWAP)
-                continue;
-            uint64_t sum = 0;
-            if (ac->n_peers < 1 || ac->n_peers > topo->n_gpus)
-                return mpress_error_set(err, MPRESS_EINPUT, "action %d: d2d with %d peers", j,
-                                        ac->n_peers);
-            for (int q = 0; q < ac->n_peers; q++) {
-                int g = ac->peers[q];
-                if (g < 0 || g >= topo->n_gpus || plan_nvlink_bw(topo, a->stages[k].gpu, g) <= 0)
-                    return mpress_error_set(err, MPRESS_EINPUT,
-                                            "action %d: gpu %d is no NVLink peer of gpu %d", j,
-                                            g, a->stages[k].gpu);
-                sum += ac->peer_bytes[q];
-            }
-            if (sum != p->ops[i].tensors[t].bytes)
-                return mpress_error_set(err, MPRESS_EINPUT,
-                                        "action %d: peer shares sum to %llu of %llu bytes", j,
-                                        (unsigned long long)sum,
-                                        (unsigned long long)p->ops[i].tensors[t].bytes);
-        }
-    }
-    return 0;
-}
-
 static void set_bottleneck(struct mpress_plan_eval *ev, double t, const char *what)
 {
     if (t > ev->cycle_s) {
@@ -190,9 +127,12 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     memset(ev, 0, sizeof(*ev));
     ev->short_gpu = -1;
     ev->drain_gpu = -1;
-    if (micro_batches < 1)
-        return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be at least 1");
-    int rc = check_assignment(p, topo, a, err);
+    if (micro_batches < 1 || micro_batches > MPRESS_MAX_MICRO_BATCHES)
+        return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be 1 to %d",
+                                MPRESS_MAX_MICRO_BATCHES);
+    /* The plan rules every consumer applies (docs/formats.md, "Plan rules"). */
+    int rc = mpress_plan_check(p, topo, micro_batches, a->n_stages, a->stages, a->n_actions,
+                               a->actions, NULL, err);
     if (rc)
         return rc;
 
@@ -420,11 +360,14 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     double host_touch[MPRESS_MAX_GPUS] = {0}, slack = 0;
     ev->tail_s = 0;
     for (int k = 0; k < S; k++) {
-        double touch = plan_optimizer_bytes(pb[k], gb[k], ob[k]), t = 0;
+        struct mpress_optimizer_traffic tr;
+        mpress_optimizer_step_traffic(&p->model, (double)pb[k], (double)gb[k], (double)ob[k],
+                                      &tr);
+        double touch = tr.memory_bytes, t = 0;
         if (a->stages[k].optimizer_on_host) {
             int q = plan_socket(topo, a->stages[k].gpu);
             host_touch[q] += touch;
-            t = (double)(gb[k] + pb[k]) / topo->pcie_bytes_per_s +
+            t = (tr.pcie_down_bytes + tr.pcie_up_bytes) / topo->pcie_bytes_per_s +
                 host_touch[q] / topo->host_memory_bytes_per_s - slack;
         } else {
             double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;

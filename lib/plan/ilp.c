@@ -280,7 +280,7 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
         bk->g += op->grad_bytes / GB;
         bk->o += op->optim_bytes / GB;
         bk->opt_touch +=
-            plan_optimizer_bytes(op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
+            plan_optimizer_bytes(p, op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
         bk->gp += (double)(op->grad_bytes + op->param_bytes) / GB;
         if (op->workspace_bytes / GB > bk->w)
             bk->w = op->workspace_bytes / GB;

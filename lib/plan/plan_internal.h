@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "mpress/model.h"
 #include "mpress/planner.h"
 
 /* The MILP keeps every GPU this fraction below its capacity: GLPK's feasibility tolerance
@@ -41,10 +42,14 @@ double plan_nvlink_bw(const struct mpress_topology *t, int a, int b);
 double plan_port_bw(const struct mpress_topology *t, int g);
 /* Bandwidth a boundary transfer between a and b gets: NVLink when there is one, else PCIe. */
 double plan_boundary_bw(const struct mpress_topology *t, int a, int b);
-/* Optimizer step time: bytes it touches (read P, G, O; write P, O) over a bandwidth. */
-static inline double plan_optimizer_bytes(uint64_t pb, uint64_t gb, uint64_t ob)
+/* Optimizer step: the bytes it reads and writes where it runs (mpress_optimizer_step_traffic,
+ * docs/cost-model.md, "Optimizer step"); its time is that over HBM or host memory bandwidth. */
+static inline double plan_optimizer_bytes(const struct mpress_profile *p, uint64_t pb,
+                                          uint64_t gb, uint64_t ob)
 {
-    return 2.0 * (double)pb + (double)gb + 2.0 * (double)ob;
+    struct mpress_optimizer_traffic tr;
+    mpress_optimizer_step_traffic(&p->model, (double)pb, (double)gb, (double)ob, &tr);
+    return tr.memory_bytes;
 }
 /* The CPU socket of GPU g, whose memory a host optimizer step of g's stage runs on. */
 static inline int plan_socket(const struct mpress_topology *t, int g)

@@ -65,6 +65,7 @@ static double split_lp(struct brute *b)
         if (b->a.actions[j].action == MPRESS_ACTION_D2D_SWAP) {
             b->a.actions[j].action = MPRESS_ACTION_KEEP;
             b->a.actions[j].n_peers = 0;
+            b->a.actions[j].evict_after_op = b->a.actions[j].prefetch_before_op = -1;
         }
     }
     int rc = mpress_plan_evaluate(b->p, t, b->sched, b->M, &b->a, &ev0, NULL);

@@ -129,6 +129,23 @@ uint64_t mpress_model_layer_saved_bytes(const struct mpress_model *model, int la
 void mpress_model_state_bytes(const struct mpress_model_config *m, int *weight, int *grad,
                               int *optim);
 
+/* What one optimizer step moves, for parameters whose model states are param_bytes (weights in
+ * the training dtype), grad_bytes and optim_bytes (docs/cost-model.md, "Optimizer step"). The
+ * elementwise step (Adam, SGD) reads the gradients and the optimizer states and writes the
+ * states and the weights; the weights are also read when they are the master copy (fp32
+ * training), while in mixed precision the fp32 master is one of the optimizer states and the
+ * 16-bit weights are only written. On the host (states in host memory, step on the CPU) only
+ * the gradients cross PCIe down and the updated weights up: master weights and moments stay on
+ * the host. Planner and simulator both take the step's traffic from here. */
+struct mpress_optimizer_traffic {
+    double memory_bytes;    /* read + written where the step runs (HBM, or host memory) */
+    double pcie_down_bytes; /* host step: gradients, GPU -> host */
+    double pcie_up_bytes;   /* host step: updated weights, host -> GPU */
+};
+void mpress_optimizer_step_traffic(const struct mpress_model_config *m, double param_bytes,
+                                   double grad_bytes, double optim_bytes,
+                                   struct mpress_optimizer_traffic *out);
+
 /* Roofline time of one kernel on gpu for the activation dtype. */
 double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpress_gpu_spec *gpu,
                           enum mpress_dtype dtype);
