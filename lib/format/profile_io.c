@@ -225,13 +225,25 @@ int mpress_profile_from_json(const struct mpress_json_doc *doc, const json_t *ob
     char ops_path[512];
     fmt_path(ops_path, sizeof(ops_path), obj_path, "ops");
     size_t n_ops = json_array_size(ops);
-    if (n_ops < 1 || n_ops > INT_MAX / 2)
+    if (n_ops < 1)
         return mpress_json_doc_error(doc, err, ops_path, "expected at least one op");
+    if (n_ops > MPRESS_MAX_OPS)
+        return mpress_json_doc_error(doc, err, ops_path,
+                                     "expected at most %d ops (the supported limit), got %zu",
+                                     MPRESS_MAX_OPS, n_ops);
 
     size_t n_tensors_total = 0;
     for (size_t i = 0; i < n_ops; i++) {
         json_t *t = json_object_get(json_array_get(ops, i), "tensors");
         n_tensors_total += json_is_array(t) ? json_array_size(t) : 0;
+        if (n_tensors_total > MPRESS_MAX_TENSORS) {
+            fmt_index(op_path, sizeof(op_path), ops_path, i);
+            fmt_path(tpath, sizeof(tpath), op_path, "tensors");
+            return mpress_json_doc_error(doc, err, tpath,
+                                         "more than %d saved tensors in all ops up to this one "
+                                         "(the supported limit)",
+                                         MPRESS_MAX_TENSORS);
+        }
     }
     p.ops = calloc(n_ops, sizeof(*p.ops));
     if (!p.ops || fmt_names_init(&names, n_ops) || fmt_names_init(&ids, n_tensors_total)) {

@@ -33,9 +33,18 @@ int plan_even_partition(const struct mpress_profile *p, const char *cut_ok, int 
         free(pre);
         return 0;
     }
+    /* Op times are finite but their sum need not be (1e308 s each): then the prefix sums are
+     * taken on times scaled by 2^-32, which is exact, keeps every partial sum of at most
+     * MPRESS_MAX_OPS ops finite and leaves the best partition what it was; a span is then
+     * never inf - inf. */
+    double total = 0, scale = 1;
+    for (int i = 0; i < n; i++)
+        total += p->ops[i].fwd_s + p->ops[i].bwd_s;
+    if (!isfinite(total))
+        scale = ldexp(1.0, -32);
     pre[0] = 0;
     for (int i = 0; i < n; i++) {
-        pre[i + 1] = pre[i] + p->ops[i].fwd_s + p->ops[i].bwd_s;
+        pre[i + 1] = pre[i] + (p->ops[i].fwd_s * scale + p->ops[i].bwd_s * scale);
         if (cut_ok[i])
             end[nb++] = i;
     }
@@ -58,7 +67,8 @@ int plan_even_partition(const struct mpress_profile *p, const char *cut_ok, int 
             from[j * nb + b] = -1;
             for (int c = j; c <= b; c++) { /* last stage = blocks c..b */
                 double v = fmax(f[(j - 1) * nb + c - 1], SPAN(c, b));
-                if (v < f[j * nb + b]) {
+                /* The first candidate always counts, so every state has a last stage. */
+                if (from[j * nb + b] < 0 || v < f[j * nb + b]) {
                     f[j * nb + b] = v;
                     from[j * nb + b] = c;
                 }

@@ -67,10 +67,10 @@ int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assig
 
 uint64_t plan_shortfall(const struct mpress_plan_eval *ev)
 {
-    uint64_t s = ev->host_short + ev->drain_short;
+    uint64_t s = plan_add(ev->host_short, ev->drain_short);
     for (int g = 0; g < ev->n_gpus; g++)
         if (ev->gpus[g].peak > ev->gpus[g].capacity)
-            s += ev->gpus[g].peak - ev->gpus[g].capacity;
+            s = plan_add(s, ev->gpus[g].peak - ev->gpus[g].capacity);
     return s;
 }
 
@@ -140,7 +140,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     /* Per stage (per micro-batch unless said otherwise). */
     double comp[MPRESS_MAX_GPUS] = {0}, fwd[MPRESS_MAX_GPUS] = {0};
     uint64_t pb[MPRESS_MAX_GPUS] = {0}, gb[MPRESS_MAX_GPUS] = {0}, ob[MPRESS_MAX_GPUS] = {0};
-    uint64_t act[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
+    uint64_t kept[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
     uint64_t host[MPRESS_MAX_GPUS] = {0}, ws[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
     /* d2d[k][g]: bytes per micro-batch stage k parks on GPU g. */
     uint64_t(*d2d)[MPRESS_MAX_GPUS] = calloc(MPRESS_MAX_GPUS, sizeof(*d2d));
@@ -154,26 +154,27 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
             const struct mpress_op *op = &p->ops[i];
             comp[k] += op->fwd_s + op->bwd_s;
             fwd[k] += op->fwd_s;
-            pb[k] += op->param_bytes;
-            gb[k] += op->grad_bytes;
-            ob[k] += op->optim_bytes;
+            pb[k] = plan_add(pb[k], op->param_bytes);
+            gb[k] = plan_add(gb[k], op->grad_bytes);
+            ob[k] = plan_add(ob[k], op->optim_bytes);
             if (op->workspace_bytes > ws[k])
                 ws[k] = op->workspace_bytes;
             for (int t = 0; t < op->n_tensors; t++, j++) {
                 const struct mpress_saved_tensor *ts = &op->tensors[t];
                 const struct mpress_plan_action *ac = &a->actions[j];
-                act[k] += ts->bytes;
-                ev->action_bytes[ac->action] += ts->bytes;
-                if (ac->action == MPRESS_ACTION_KEEP)
+                ev->action_bytes[ac->action] = plan_add(ev->action_bytes[ac->action], ts->bytes);
+                if (ac->action == MPRESS_ACTION_KEEP) {
+                    kept[k] = plan_add(kept[k], ts->bytes);
                     continue;
-                evicted[k] += ts->bytes;
+                }
+                evicted[k] = plan_add(evicted[k], ts->bytes);
                 if (ac->action == MPRESS_ACTION_RECOMPUTE)
                     comp[k] += ts->recompute_s;
                 else if (ac->action == MPRESS_ACTION_HOST_SWAP)
-                    host[k] += ts->bytes;
+                    host[k] = plan_add(host[k], ts->bytes);
                 else
                     for (int q = 0; q < ac->n_peers; q++)
-                        d2d[k][ac->peers[q]] += ac->peer_bytes[q];
+                        d2d[k][ac->peers[q]] = plan_add(d2d[k][ac->peers[q]], ac->peer_bytes[q]);
             }
         }
         out[k] = k + 1 < S ? p->ops[st->last_op].output_bytes : 0;
@@ -192,23 +193,26 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
         int n = plan_in_flight(schedule, S, k, M);
         struct mpress_plan_gpu *mg = &ev->gpus[a->stages[k].gpu];
         mg->stage = k;
-        mg->weights = pb[k] * (uint64_t)plan_weight_versions(schedule, S, k, M);
+        mg->weights = plan_mul(pb[k], (uint64_t)plan_weight_versions(schedule, S, k, M));
         mg->gradients = gb[k];
         mg->optimizer = a->stages[k].optimizer_on_host ? 0 : ob[k];
-        mg->activations = (uint64_t)n * (act[k] - evicted[k]);
-        mg->working = evicted[k] + ws[k];
-        mg->buffers = 2 * (out[k] + (k > 0 ? out[k - 1] : 0));
+        mg->activations = plan_mul((uint64_t)n, kept[k]);
+        mg->working = plan_add(evicted[k], ws[k]);
+        mg->buffers = plan_mul(2, plan_add(out[k], k > 0 ? out[k - 1] : 0));
         for (int g = 0; g < G; g++)
-            ev->gpus[g].parked += (uint64_t)n * d2d[k][g];
-        ev->host_bytes += (uint64_t)n * host[k];
+            ev->gpus[g].parked = plan_add(ev->gpus[g].parked, plan_mul((uint64_t)n, d2d[k][g]));
+        ev->host_bytes = plan_add(ev->host_bytes, plan_mul((uint64_t)n, host[k]));
         if (a->stages[k].optimizer_on_host)
-            ev->host_bytes += ob[k];
+            ev->host_bytes = plan_add(ev->host_bytes, ob[k]);
     }
     ev->fits = 1;
     for (int g = 0; g < G; g++) {
         struct mpress_plan_gpu *mg = &ev->gpus[g];
-        mg->peak = mg->weights + mg->gradients + mg->optimizer + mg->activations + mg->parked +
-                   mg->working + mg->buffers + mg->reserve;
+        uint64_t parts[] = {mg->weights, mg->gradients, mg->optimizer, mg->activations,
+                            mg->parked,  mg->working,   mg->buffers,   mg->reserve};
+        mg->peak = 0;
+        for (size_t q = 0; q < sizeof(parts) / sizeof(parts[0]); q++)
+            mg->peak = plan_add(mg->peak, parts[q]);
         if (mg->peak > mg->capacity) {
             ev->fits = 0;
             if (mg->peak - mg->capacity > ev->short_bytes) {
@@ -248,7 +252,8 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
         /* GLPK's feasibility tolerance (1e-7 relative) must not make a MILP plan fail here. */
         if (over <= 1e-6 * ((double)host[k] + d2d_all) + 1)
             continue;
-        uint64_t backlog = (uint64_t)ceil(over) * (uint64_t)plan_in_flight(schedule, S, k, M);
+        uint64_t backlog =
+            plan_mul(plan_u64(ceil(over)), (uint64_t)plan_in_flight(schedule, S, k, M));
         ev->fits = 0;
         if (backlog > ev->drain_short) {
             ev->drain_short = backlog;

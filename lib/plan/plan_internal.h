@@ -2,6 +2,7 @@
 #ifndef MPRESS_PLAN_INTERNAL_H
 #define MPRESS_PLAN_INTERNAL_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include "mpress/model.h"
@@ -19,6 +20,23 @@
  * its prefetches land, which the memory model does not count: 0.5 keeps a margin for that
  * (docs/cost-model.md, "Drain"). */
 #define PLAN_DRAIN_SHARE 0.5
+
+/* Byte sums that saturate at UINT64_MAX instead of wrapping: a profile may state any 64-bit
+ * size (a tensor of 2^63 - 1 bytes), and a sum that wrapped would make a plan that cannot fit
+ * look small. A saturated total exceeds every capacity, so such a plan never fits. */
+static inline uint64_t plan_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+static inline uint64_t plan_mul(uint64_t a, uint64_t b)
+{
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+/* A non-negative byte count held in a double, saturated into 64 bits. */
+static inline uint64_t plan_u64(double x)
+{
+    return !(x > 0) ? 0 : x >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)x;
+}
 
 /* Micro-batches whose saved tensors stage k of n_stages holds at once (DESIGN.md): 1F1B and
  * async: min(S - k, M); GPipe: M. */

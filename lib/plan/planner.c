@@ -1,5 +1,7 @@
 /* `mpress plan` as a library call: runs every baseline, the chosen policy, evaluates the result
  * with the one cost model and assembles a plan that embeds its profile and topology. */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,18 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         known |= strcmp(o->policy, baseline_policies[i]) == 0;
     if (!known)
         return mpress_error_set(err, MPRESS_EUSAGE, "unknown policy '%s'", o->policy);
+    /* Each time is finite (the loader checks), but an iteration adds them all up: a profile
+     * whose sum overflows a double has no predicted time to plan by. */
+    double total_s = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        total_s += p->ops[i].fwd_s + p->ops[i].bwd_s;
+        for (int t = 0; t < p->ops[i].n_tensors; t++)
+            total_s += p->ops[i].tensors[t].recompute_s;
+    }
+    if (!isfinite(total_s))
+        return mpress_error_set(err, MPRESS_EINPUT,
+                                "the ops' forward, backward and recompute times sum to more "
+                                "than a double holds (%g s is the largest)", DBL_MAX);
 
     struct mpress_assignment base[N_BASELINES], chosen;
     struct mpress_plan_eval bev[N_BASELINES], ev;
@@ -108,6 +122,17 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
                 warm = i;
         io.warm_start = warm >= 0 ? &base[warm] : NULL;
         rc = mpress_plan_ilp(p, topo, &io, &chosen, &solver, err);
+        if (rc == MPRESS_EINFEASIBLE && warm >= 0) {
+            /* A baseline fits under the same cost model, so the MILP's infeasibility is
+             * numerical (extreme coefficients), not a fact about the instance. */
+            rc = mpress_error_set(err, MPRESS_ESYSTEM,
+                                  "the MILP found no plan although the %s baseline fits "
+                                  "(%.4f s per iteration): a numerical failure of the solver; "
+                                  "--policy %s gives that plan",
+                                  baseline_policies[warm], bev[warm].iteration_s,
+                                  baseline_policies[warm]);
+            goto done;
+        }
         if (rc == MPRESS_EINFEASIBLE) {
             explain_short(&bev[closest], baseline_policies[closest], err);
             goto done;
@@ -142,6 +167,12 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         solver.nodes = -1;
     }
 
+    if (!isfinite(ev.iteration_s)) {
+        rc = mpress_error_set(err, MPRESS_EINPUT,
+                              "the predicted iteration time is not finite (a bandwidth too small "
+                              "for the bytes it carries)");
+        goto done;
+    }
     mpress_plan_init(out);
     snprintf(out->generator, sizeof(out->generator), "mpress %s", mpress_version());
     snprintf(out->policy, sizeof(out->policy), "%s", o->policy);
