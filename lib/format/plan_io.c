@@ -11,12 +11,13 @@
 #include "format_internal.h"
 #include "mpress/plan.h"
 
-static const char *const action_names[] = {"keep", "recompute", "host_swap", "d2d_swap", NULL};
+static const char *const action_names[MPRESS_N_ACTIONS + 1] = {"keep", "recompute", "host_swap",
+                                                               "d2d_swap", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "async", NULL};
 
 const char *mpress_action_name(enum mpress_action a)
 {
-    return (unsigned)a < 4 ? action_names[a] : "unknown";
+    return (unsigned)a < MPRESS_N_ACTIONS ? action_names[a] : "unknown";
 }
 
 /* Index of s in names (NULL-terminated), or -1. */

@@ -287,19 +287,20 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
 }
 
 int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_topology *topo,
-                         const struct mpress_plan_options *o, const char *policy,
+                         const struct mpress_plan_options *o, enum mpress_policy policy,
                          struct mpress_assignment *out, struct mpress_plan_eval *ev,
                          struct mpress_error *err)
 {
     enum mpress_action all;
-    if (strcmp(policy, "none") == 0 || strcmp(policy, "greedy") == 0)
+    if (policy == MPRESS_POLICY_NONE || policy == MPRESS_POLICY_GREEDY)
         all = MPRESS_ACTION_KEEP;
-    else if (strcmp(policy, "recompute") == 0)
+    else if (policy == MPRESS_POLICY_RECOMPUTE)
         all = MPRESS_ACTION_RECOMPUTE;
-    else if (strcmp(policy, "swap") == 0)
+    else if (policy == MPRESS_POLICY_SWAP)
         all = MPRESS_ACTION_HOST_SWAP;
     else
-        return mpress_error_set(err, MPRESS_EUSAGE, "unknown baseline policy '%s'", policy);
+        return mpress_error_set(err, MPRESS_EUSAGE, "'%s' is not a baseline policy",
+                                mpress_policy_name(policy));
     if (p->n_ops < 1)
         return mpress_error_set(err, MPRESS_EINPUT, "the profile has no ops");
     int rc = mpress_assignment_init(out, p, err);
@@ -322,7 +323,7 @@ int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_top
         set_action(&out->actions[j], all, out->stages[k].last_op);
     }
     rc = mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, out, ev, err);
-    if (rc == 0 && strcmp(policy, "greedy") == 0)
+    if (rc == 0 && policy == MPRESS_POLICY_GREEDY)
         while (!ev->fits && greedy_step(p, topo, o, out, ev) == 0)
             ;
     if (rc)

@@ -189,6 +189,21 @@ static void test_structure(void)
     CHECK_STR(m.ops[m.n_ops - 3].name, "final_layernorm");
     CHECK_STR(m.ops[m.n_ops - 2].name, "head");
     CHECK_STR(m.ops[m.n_ops - 1].name, "loss");
+    /* Op kinds: the enum and the string agree op by op; a layer runs the ten kinds from ln1 to
+     * mlp_residual in enum order; every name parses back to its kind. */
+    CHECK_INT(m.ops[0].op_kind, MPRESS_OP_EMBEDDING);
+    CHECK_INT(m.ops[m.n_ops - 1].op_kind, MPRESS_OP_LOSS);
+    for (int i = 0; i < m.n_ops; i++)
+        CHECK_STR(m.ops[i].kind, mpress_op_kind_name(m.ops[i].op_kind));
+    for (int i = 0; i < 10; i++)
+        CHECK_INT(m.ops[1 + 10 + i].op_kind, MPRESS_OP_LN1 + i);
+    for (int k = 0; k < MPRESS_N_OP_KINDS; k++) {
+        enum mpress_op_kind back = MPRESS_OP_LOSS;
+        CHECK_INT(mpress_op_kind_parse(mpress_op_kind_name((enum mpress_op_kind)k), &back), 0);
+        CHECK_INT(back, k);
+    }
+    enum mpress_op_kind unused;
+    CHECK_INT(mpress_op_kind_parse("attention", &unused), -1);
     const uint64_t sbh = 32 * 2 * 64, sbf = 32 * 2 * 256, sbv = 32 * 2 * 512;
     int iqkv, iln1, icore, ires, iup, ihead, iemb = 0;
     const struct mpress_model_op *qkv = find_op(&m, "layer1.qkv", &iqkv);

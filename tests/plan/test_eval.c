@@ -204,7 +204,7 @@ int main(void)
     struct mpress_plan_options o;
     mpress_plan_options_init(&o);
     o.micro_batches = 4;
-    CHECK_INT(mpress_plan_baseline(&p, &t, &o, "recompute", &a, &ev, &err), 0);
+    CHECK_INT(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_RECOMPUTE, &a, &ev, &err), 0);
     CHECK_INT(a.n_stages, 2);
     CHECK_INT(a.actions[0].action, MPRESS_ACTION_RECOMPUTE);
     CHECK_NEAR(ev.iteration_s, 0.114 + 3 * 0.07 + 0.0028, 1e-12);

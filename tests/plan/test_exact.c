@@ -511,7 +511,7 @@ int main(void)
             /* Started from the greedy baseline (when it fits), the MILP reaches the same optimum. */
             struct mpress_assignment ga;
             struct mpress_plan_eval gev;
-            if (mpress_plan_baseline(&p, &t, &o, "greedy", &ga, &gev, &err) == 0) {
+            if (mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_GREEDY, &ga, &gev, &err) == 0) {
                 if (gev.fits) {
                     warm_started++;
                     o.warm_start = &ga;

@@ -58,7 +58,7 @@ int main(void)
     CHECK_INT(a.stages[1].first_op, 2);
     /* The baselines still make a valid assignment; the planner refuses the profile as input
      * that cannot be timed, naming no garbage op range. */
-    CHECK_INT(mpress_plan_baseline(&p, &t, &o, "none", &a, &ev, &err), 0);
+    CHECK_INT(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_NONE, &a, &ev, &err), 0);
     CHECK_INT(a.stages[0].first_op, 0);
     CHECK_INT(a.stages[a.n_stages - 1].last_op, 3);
     CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), MPRESS_EINPUT);
@@ -95,14 +95,15 @@ int main(void)
     CHECK_INT(ev.gpus[0].activations == UINT64_MAX, 1);
     /* Every baseline and the planner agree that nothing fits. */
     p.ops[0].tensors[1].bytes = (uint64_t)INT64_MAX;
-    const char *const policies[] = {"none", "recompute", "swap", "greedy"};
+    const enum mpress_policy policies[] = {MPRESS_POLICY_NONE, MPRESS_POLICY_RECOMPUTE,
+                                           MPRESS_POLICY_SWAP, MPRESS_POLICY_GREEDY};
     for (int i = 0; i < 4; i++) {
         CHECK_INT(mpress_plan_baseline(&p, &t, &o, policies[i], &a, &ev, &err), 0);
-        CHECK_MSG(!ev.fits, "%s fits", policies[i]);
+        CHECK_MSG(!ev.fits, "%s fits", mpress_policy_name(policies[i]));
     }
-    snprintf(o.policy, sizeof(o.policy), "greedy");
+    o.policy = MPRESS_POLICY_GREEDY;
     CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), MPRESS_EINFEASIBLE);
-    snprintf(o.policy, sizeof(o.policy), "ilp");
+    o.policy = MPRESS_POLICY_ILP;
     mpress_assignment_finish(&a);
     mpress_profile_finish(&p);
 
@@ -113,18 +114,18 @@ int main(void)
     with_times(&p, two, 2);
     tiny_topo(&t, 2, 0, 1000);
     t.nvlinks[0][1] = t.nvlinks[1][0] = 1;
-    CHECK_INT(mpress_plan_baseline(&p, &t, &o, "none", &a, &ev, &err), 0);
+    CHECK_INT(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_NONE, &a, &ev, &err), 0);
     CHECK(ev.fits);
     double none_s = ev.iteration_s;
     mpress_assignment_finish(&a);
     const double pcie[2] = {1e308, 1e-300};
     for (int i = 0; i < 2; i++) {
         t.pcie_bytes_per_s = pcie[i];
-        CHECK_INT(mpress_plan_baseline(&p, &t, &o, "none", &a, &ev, &err), 0);
+        CHECK_INT(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_NONE, &a, &ev, &err), 0);
         CHECK(ev.fits);
         CHECK_NEAR(ev.iteration_s, none_s, 1e-12);
         mpress_assignment_finish(&a);
-        CHECK_INT(mpress_plan_baseline(&p, &t, &o, "swap", &a, &ev, &err), 0);
+        CHECK_INT(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_SWAP, &a, &ev, &err), 0);
         CHECK_INT(ev.fits, i == 0);
         mpress_assignment_finish(&a);
         /* The planner gives a plan, or (when the solver fails on such coefficients) says so;

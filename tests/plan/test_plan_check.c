@@ -115,5 +115,26 @@ int main(void)
 
     mpress_assignment_finish(&a);
     mpress_plan_finish(&plan);
+
+    /* One name table each for policies and actions: names round-trip, others are refused. */
+    const char *const policies[MPRESS_N_POLICIES] = {"ilp", "greedy", "recompute", "swap",
+                                                     "none"};
+    for (int i = 0; i < MPRESS_N_POLICIES; i++) {
+        enum mpress_policy back = MPRESS_POLICY_NONE;
+        CHECK_STR(mpress_policy_name((enum mpress_policy)i), policies[i]);
+        CHECK_INT(mpress_policy_parse(policies[i], &back), 0);
+        CHECK_INT(back, i);
+    }
+    enum mpress_policy pol;
+    CHECK_INT(mpress_policy_parse("milp", &pol), -1);
+    CHECK_STR(mpress_policy_name((enum mpress_policy)MPRESS_N_POLICIES), "unknown");
+    const char *const actions[MPRESS_N_ACTIONS] = {"keep", "recompute", "host_swap", "d2d_swap"};
+    for (int i = 0; i < MPRESS_N_ACTIONS; i++) {
+        enum mpress_action back = MPRESS_ACTION_KEEP;
+        CHECK_STR(mpress_action_name((enum mpress_action)i), actions[i]);
+        CHECK_INT(mpress_action_parse(actions[i], &back), 0);
+        CHECK_INT(back, i);
+    }
+    CHECK_STR(mpress_action_name((enum mpress_action)MPRESS_N_ACTIONS), "unknown");
     return check_done();
 }

@@ -76,9 +76,32 @@ struct mpress_model_kernel {
 #define MPRESS_MODEL_MAX_SAVED 8
 #define MPRESS_MODEL_MAX_KERNELS 6
 
+/* What an op of the model does; mpress_op_kind_name gives the string profiles carry in
+ * ops[i].kind (one table). Code compares the enum, files keep the string. */
+enum mpress_op_kind {
+    MPRESS_OP_EMBEDDING = 0,
+    MPRESS_OP_LN1 = 1,
+    MPRESS_OP_QKV = 2,
+    MPRESS_OP_ATTN_CORE = 3,
+    MPRESS_OP_ATTN_PROJ = 4,
+    MPRESS_OP_ATTN_RESIDUAL = 5,
+    MPRESS_OP_LN2 = 6,
+    MPRESS_OP_MLP_UP = 7,
+    MPRESS_OP_GELU = 8,
+    MPRESS_OP_MLP_DOWN = 9,
+    MPRESS_OP_MLP_RESIDUAL = 10,
+    MPRESS_OP_FINAL_LAYERNORM = 11,
+    MPRESS_OP_HEAD = 12,
+    MPRESS_OP_LOSS = 13,
+};
+#define MPRESS_N_OP_KINDS 14
+const char *mpress_op_kind_name(enum mpress_op_kind k);           /* "ln1", ...; "unknown" */
+int mpress_op_kind_parse(const char *s, enum mpress_op_kind *out); /* 0 ok, -1 unknown */
+
 struct mpress_model_op {
     char name[96];          /* "embedding", "layer3.qkv", "final_layernorm", "head", "loss" */
-    char kind[32];          /* "embedding", "ln1", "qkv", "attn_core", ... */
+    enum mpress_op_kind op_kind;
+    char kind[32];          /* mpress_op_kind_name(op_kind): "embedding", "ln1", ... */
     int layer;              /* transformer layer, -1 outside the stack */
     int n_inputs, n_outputs, n_weights, n_saved, n_kernels;
     struct mpress_model_tensor inputs[MPRESS_MODEL_MAX_IO];
