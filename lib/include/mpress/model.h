@@ -128,6 +128,19 @@ const char *const *mpress_model_names(void);
 /* Published parameter count of a named config (the number in its name / paper), 0 if none. */
 double mpress_model_published_params(const char *name);
 
+/* The supported range of each integer field of a config (docs/models.md), the one statement
+ * the config check, the model-config loader and the CLI options use. */
+#define MPRESS_MODEL_MAX_LAYERS 10000
+#define MPRESS_MODEL_MAX_HIDDEN (1 << 17)
+#define MPRESS_MODEL_MAX_HEADS (1 << 17)
+#define MPRESS_MODEL_MAX_FFN (1 << 20)
+#define MPRESS_MODEL_MAX_SEQ (1 << 20)
+#define MPRESS_MODEL_MAX_VOCAB (1 << 24)
+#define MPRESS_MODEL_MAX_MICRO_BATCH (1 << 16)
+/* [*lo, *hi] of field ("layers", "hidden", "heads", "ffn", "seq", "vocab", "micro_batch"):
+ * 0, or -1 for another name. */
+int mpress_model_config_range(const char *field, int *lo, int *hi);
+
 /* Checks a config (ranges, hidden divisible by heads, sizes that fit 64-bit byte counts).
  * Failures are MPRESS_EUSAGE with the offending field in err->path. */
 int mpress_model_config_check(const struct mpress_model_config *m, struct mpress_error *err);
