@@ -38,17 +38,23 @@ static int fault_at(struct mpress_plan_fault *f, struct mpress_error *err, int s
 
 static void path_stage(struct mpress_plan_fault *f, int k, const char *key)
 {
-    snprintf(f->path, sizeof(f->path), "stages[%d].%s", k, key);
+    mpress_json_path_index(f->path, sizeof(f->path), "stages", (size_t)k);
+    mpress_json_path_key(f->path, sizeof(f->path), f->path, key);
 }
 
+/* actions[j], and its member key unless key is "". */
 static void path_action(struct mpress_plan_fault *f, int j, const char *key)
 {
-    snprintf(f->path, sizeof(f->path), "actions[%d]%s%s", j, key[0] ? "." : "", key);
+    mpress_json_path_index(f->path, sizeof(f->path), "actions", (size_t)j);
+    if (key[0])
+        mpress_json_path_key(f->path, sizeof(f->path), f->path, key);
 }
 
 static void path_peer(struct mpress_plan_fault *f, int j, int q, const char *key)
 {
-    snprintf(f->path, sizeof(f->path), "actions[%d].peers[%d].%s", j, q, key);
+    path_action(f, j, "peers");
+    mpress_json_path_index(f->path, sizeof(f->path), f->path, (size_t)q);
+    mpress_json_path_key(f->path, sizeof(f->path), f->path, key);
 }
 
 static int check_stages(const struct mpress_profile *p, const struct mpress_topology *t,

@@ -304,7 +304,7 @@ static int read_peers(const struct mpress_json_doc *doc, const json_t *ja, const
     char qpath[512];
     if (mpress_jread_array(doc, ja, path, "peers", &peers, err))
         return MPRESS_EINPUT;
-    fmt_path(qpath, sizeof(qpath), path, "peers");
+    mpress_json_path_key(qpath, sizeof(qpath), path, "peers");
     size_t np = json_array_size(peers);
     if (np > MPRESS_MAX_GPUS)
         return mpress_json_doc_error(doc, err, qpath, "expected at most %d peers, got %zu",
@@ -342,7 +342,7 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
     int *seen = malloc(((size_t)total + 1) * sizeof(int));
     size_t n = json_array_size(arr);
     if (n > (size_t)total) {
-        fmt_index(path, sizeof(path), "actions", (size_t)total);
+        mpress_json_path_index(path, sizeof(path), "actions", (size_t)total);
         rc = mpress_json_doc_error(doc, err, total ? path : "actions",
                                    "%zu actions for %d saved tensors: every saved tensor needs "
                                    "exactly one",
@@ -375,14 +375,14 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
             mpress_jread_int(doc, ja, path, "op", INT_MIN, INT_MAX, &a->op, err))
             goto done;
         if (a->op < 0 || a->op >= prof->n_ops) {
-            fmt_path(sub, sizeof(sub), path, "op");
+            mpress_json_path_key(sub, sizeof(sub), path, "op");
             mpress_json_doc_error(doc, err, sub, "op %d does not exist (ops has %d)", a->op,
                                   prof->n_ops);
             goto done;
         }
         if (mpress_jread_str(doc, ja, path, "tensor", id, sizeof(id), err))
             goto done;
-        fmt_path(sub, sizeof(sub), path, "tensor");
+        mpress_json_path_key(sub, sizeof(sub), path, "tensor");
         int f = fmt_names_find(&ids, id);
         if (f < 0) {
             mpress_json_doc_error(doc, err, sub, "tensor \"%s\" does not exist in the profile",
@@ -478,7 +478,7 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
             mpress_jread_u64(doc, jg, path, "buffers_bytes", &g->buffers, err) ||
             mpress_jread_u64(doc, jg, path, "reserve_bytes", &g->reserve, err))
             return MPRESS_EINPUT;
-        fmt_path(sub, sizeof(sub), path, "gpu");
+        mpress_json_path_key(sub, sizeof(sub), path, "gpu");
         if (g->gpu != i)
             return mpress_json_doc_error(doc, err, sub, "expected %d (entries follow GPU order), "
                                          "got %d", i, g->gpu);
@@ -486,13 +486,13 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
         for (int s = 0; s < p->n_stages; s++)
             if (p->stages[s].gpu == i)
                 runs = s;
-        fmt_path(sub, sizeof(sub), path, "stage");
+        mpress_json_path_key(sub, sizeof(sub), path, "stage");
         if (g->stage != runs)
             return mpress_json_doc_error(doc, err, sub,
                                          "expected %d (the stage that stages[] maps to GPU %d, "
                                          "-1 for none), got %d",
                                          runs, i, g->stage);
-        fmt_path(sub, sizeof(sub), path, "capacity_bytes");
+        mpress_json_path_key(sub, sizeof(sub), path, "capacity_bytes");
         if (g->capacity != p->topology.gpus[i].memory_bytes)
             return mpress_json_doc_error(doc, err, sub,
                                          "expected the topology GPU's memory_bytes (%" PRIu64
@@ -507,7 +507,7 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
                 overflow = 1;
             sum += parts[k];
         }
-        fmt_path(sub, sizeof(sub), path, "peak_bytes");
+        mpress_json_path_key(sub, sizeof(sub), path, "peak_bytes");
         if (overflow || sum != g->peak)
             return mpress_json_doc_error(doc, err, sub,
                                          "expected the sum of the parts (%s%" PRIu64
@@ -566,13 +566,13 @@ static int read_baselines(const struct mpress_json_doc *doc, struct mpress_plan 
             return MPRESS_EINPUT;
         for (int k = 0; k < i; k++)
             if (strcmp(p->baselines[k].policy, b->policy) == 0) {
-                fmt_path(sub, sizeof(sub), path, "policy");
+                mpress_json_path_key(sub, sizeof(sub), path, "policy");
                 return mpress_json_doc_error(doc, err, sub,
                                              "duplicate baseline \"%s\" (also baselines[%d])",
                                              b->policy, k);
             }
         if (!b->fits && b->iteration_s != 0) {
-            fmt_path(sub, sizeof(sub), path, "iteration_s");
+            mpress_json_path_key(sub, sizeof(sub), path, "iteration_s");
             return mpress_json_doc_error(doc, err, sub,
                                          "expected 0 for a baseline that does not fit, got %g",
                                          b->iteration_s);
@@ -588,7 +588,8 @@ int fmt_plan_from_doc(const struct mpress_json_doc *doc, struct mpress_plan *out
     json_t *obj;
     int kind;
     mpress_plan_init(&p);
-    if (fmt_check_header(doc, doc->root, "", MPRESS_PLAN_FORMAT, MPRESS_PLAN_VERSION, err) ||
+    if (mpress_jread_header(doc, doc->root, "", MPRESS_PLAN_FORMAT, MPRESS_PLAN_VERSION, NULL,
+                            err) ||
         fmt_check_keys(doc, doc->root, "", plan_keys, err) ||
         fmt_read_name(doc, doc->root, "", "generator", p.generator, sizeof(p.generator), err) ||
         fmt_read_name(doc, doc->root, "", "policy", p.policy, sizeof(p.policy), err) ||

@@ -213,8 +213,8 @@ int mpress_model_config_load(const char *file, struct mpress_model_config *out,
         rc = mpress_json_doc_error(&doc, err, "", "expected an object");
         goto done;
     }
-    if ((rc = mpress_jread_header(&doc, MPRESS_MODEL_FORMAT, MPRESS_MODEL_VERSION, &version,
-                                  err)) != 0)
+    if ((rc = mpress_jread_header(&doc, doc.root, "", MPRESS_MODEL_FORMAT,
+                                  MPRESS_MODEL_VERSION, &version, err)) != 0)
         goto done;
     const char *key;
     json_t *val;
