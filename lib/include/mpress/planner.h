@@ -47,9 +47,11 @@ struct mpress_plan_eval {
     uint64_t drain_short;
 };
 
-/* The cost model. topo is already restricted to the GPUs in use. Returns MPRESS_EINPUT (with
- * the reason in err) when the assignment is malformed; a plan that does not fit is still
- * evaluated (ev->fits = 0). */
+/* The cost model. topo is already restricted to the GPUs in use. Returns MPRESS_EUSAGE for
+ * micro_batches outside [1, MPRESS_MAX_MICRO_BATCHES] and MPRESS_EINPUT (reason in err->text,
+ * JSON path in err->path) when the assignment breaks the plan rules of mpress_plan_check; a
+ * plan that does not fit is still evaluated (ev->fits = 0). Byte sums saturate at UINT64_MAX
+ * (such a plan never fits); times may come out infinite for absurd inputs. */
 int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
                          enum mpress_schedule schedule, int micro_batches,
                          const struct mpress_assignment *a, struct mpress_plan_eval *ev,
