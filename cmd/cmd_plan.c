@@ -150,8 +150,8 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
                stage);
     }
 
-    uint64_t by[4] = {0};
-    int count[4] = {0};
+    uint64_t by[MPRESS_N_ACTIONS] = {0};
+    int count[MPRESS_N_ACTIONS] = {0};
     for (int i = 0; i < plan->n_actions; i++) {
         const struct mpress_plan_action *a = &plan->actions[i];
         by[a->action] += p->ops[a->op].tensors[a->tensor].bytes;
@@ -221,9 +221,9 @@ int cmd_plan(int argc, char **argv)
             topo_arg = optarg;
             break;
         case OPT_MB:
-            if (cli_parse_int(optarg, 1, 1000000, &v))
-                return cli_usage(CMD, "--micro-batches: expected 1 to 1000000, got '%s'",
-                                 optarg);
+            if (cli_parse_int(optarg, 1, MPRESS_MAX_MICRO_BATCHES, &v))
+                return cli_usage(CMD, "--micro-batches: expected 1 to %d, got '%s'",
+                                 MPRESS_MAX_MICRO_BATCHES, optarg);
             o.micro_batches = (int)v;
             break;
         case OPT_SCHED:
@@ -232,13 +232,11 @@ int cmd_plan(int argc, char **argv)
                                  optarg);
             break;
         case OPT_POLICY:
-            if (strcmp(optarg, "ilp") && strcmp(optarg, "greedy") && strcmp(optarg, "recompute") &&
-                strcmp(optarg, "swap") && strcmp(optarg, "none"))
+            if (mpress_policy_parse(optarg, &o.policy))
                 return cli_usage(CMD,
                                  "--policy: expected ilp, greedy, recompute, swap or none, got "
                                  "'%s'",
                                  optarg);
-            snprintf(o.policy, sizeof(o.policy), "%s", optarg);
             break;
         case OPT_TL:
             if (cli_parse_real(optarg, &d) || d <= 0)

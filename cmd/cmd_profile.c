@@ -210,15 +210,15 @@ int cmd_profile(int argc, char **argv)
             return cli_fail(cmd, "cannot read the model config", &err);
         long n;
         if (mb) {
-            if (cli_parse_int(mb, 1, 1 << 16, &n) != 0)
-                return cli_usage(cmd, "'--micro-batch' wants an integer in [1, 65536], got "
-                                      "'%s'",
-                                 mb);
+            if (cli_parse_int(mb, 1, MPRESS_MODEL_MAX_MICRO_BATCH, &n) != 0)
+                return cli_usage(cmd, "'--micro-batch' wants an integer in [1, %d], got '%s'",
+                                 MPRESS_MODEL_MAX_MICRO_BATCH, mb);
             c.micro_batch = (int)n;
         }
         if (seq) {
-            if (cli_parse_int(seq, 1, 1 << 20, &n) != 0)
-                return cli_usage(cmd, "'--seq' wants an integer in [1, 1048576], got '%s'", seq);
+            if (cli_parse_int(seq, 1, MPRESS_MODEL_MAX_SEQ, &n) != 0)
+                return cli_usage(cmd, "'--seq' wants an integer in [1, %d], got '%s'",
+                                 MPRESS_MODEL_MAX_SEQ, seq);
             c.seq = (int)n;
         }
         if (dtype) {

@@ -108,7 +108,7 @@ static int summarize_plan(const char *file, struct mpress_error *err)
     struct mpress_plan p;
     if (mpress_plan_load(file, &p, err))
         return err->code;
-    int count[4] = {0};
+    int count[MPRESS_N_ACTIONS] = {0};
     for (int i = 0; i < p.n_actions; i++)
         count[p.actions[i].action]++;
     printf("%s plan for %s on %s, %s with %d micro-batches: %d stages; %d keep, %d recompute, "

@@ -17,6 +17,20 @@ double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpre
     return t_flop > t_mem ? t_flop : t_mem;
 }
 
+void mpress_optimizer_step_traffic(const struct mpress_model_config *m, double param_bytes,
+                                   double grad_bytes, double optim_bytes,
+                                   struct mpress_optimizer_traffic *out)
+{
+    /* mpress_model_state_bytes: in fp32 the weights are the master copy and the optimizer
+     * states are only the moments; in 16-bit mixed precision the states hold the fp32 master
+     * and the 16-bit weights are a copy written from it. */
+    int weights_are_master = strcmp(m->dtype, "fp32") == 0;
+    out->memory_bytes = grad_bytes + 2.0 * optim_bytes +
+                        (weights_are_master ? 2.0 : 1.0) * param_bytes;
+    out->pcie_down_bytes = grad_bytes;
+    out->pcie_up_bytes = param_bytes;
+}
+
 int mpress_profile_analytic(const struct mpress_model_config *m, const struct mpress_gpu_spec *gpu,
                             struct mpress_profile *out, struct mpress_error *err)
 {

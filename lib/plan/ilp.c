@@ -70,7 +70,7 @@
  *     NVSwitch: sum_g e_kg <= port_k F_k
  *   slack_k = sum_(j<k) (sum_r (T_r - Tf_r) y_jr + sum_c r_c R_jc)   (drain order)
  *   TT >= opt_k / hbm_g - slack_k - BigT (1 - x_kg) - BigT h_k,
- *         opt_k = sum_r (2P_r + Gr_r + 2O_r) y_kr
+ *         opt_k = sum_r U_r y_kr   (U: optimizer-step traffic, mpress_optimizer_step_traffic)
  *   ot_k >= opt_k - BigOT (1 - h_k)
  *   ots_kq >= ot_k - BigOT (1 - sum_(g on socket q) x_kg)   (mapped, several sockets)
  *   TT >= (sum_r (Gr_r + P_r) y_kr) / pcie + sum_(j<=k) ots_jq / host_bw_socket - slack_k
@@ -280,7 +280,7 @@ static int inst_build(const struct mpress_profile *p, const struct mpress_topolo
         bk->g += op->grad_bytes / GB;
         bk->o += op->optim_bytes / GB;
         bk->opt_touch +=
-            plan_optimizer_bytes(op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
+            plan_optimizer_bytes(p, op->param_bytes, op->grad_bytes, op->optim_bytes) / GB;
         bk->gp += (double)(op->grad_bytes + op->param_bytes) / GB;
         if (op->workspace_bytes / GB > bk->w)
             bk->w = op->workspace_bytes / GB;

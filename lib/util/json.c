@@ -308,9 +308,9 @@ static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
                 scan_string(sc, key, sizeof(key));
                 skip_ws(sc);
                 adv(sc); /* colon */
-                snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
+                mpress_json_path_key(path, cap, path, key);
             } else {
-                snprintf(path + plen, cap - plen, "[%ld]", idx++);
+                mpress_json_path_index(path, cap, path, (size_t)idx++);
             }
             if (scan_value(sc, path, cap, depth + 1))
                 return 1;
@@ -391,11 +391,6 @@ int mpress_json_doc_error(const struct mpress_json_doc *doc, struct mpress_error
     return MPRESS_EINPUT;
 }
 
-static void member_path(char *out, size_t size, const char *obj_path, const char *key)
-{
-    snprintf(out, size, "%s%s%s", obj_path && obj_path[0] ? obj_path : "",
-             obj_path && obj_path[0] ? "." : "", key);
-}
 
 static const char *type_name(const json_t *v)
 {
@@ -415,7 +410,7 @@ static int get_member(const struct mpress_json_doc *doc, const json_t *obj, cons
                       const char *key, json_t **out, char *path, size_t psize,
                       struct mpress_error *err)
 {
-    member_path(path, psize, obj_path, key);
+    mpress_json_path_key(path, psize, obj_path, key);
     *out = json_object_get(obj, key);
     if (!*out)
         return mpress_json_doc_error(doc, err, path, "missing field");
@@ -553,39 +548,77 @@ int mpress_jread_object(const struct mpress_json_doc *doc, const json_t *obj,
     return 0;
 }
 
-int mpress_jread_header(const struct mpress_json_doc *doc, const char *want, int max_version,
-                        int *version, struct mpress_error *err)
+int mpress_jread_header(const struct mpress_json_doc *doc, const json_t *obj,
+                        const char *obj_path, const char *want, int max_version, int *version,
+                        struct mpress_error *err)
 {
-    char fmt[64];
-    if (mpress_jread_str(doc, doc->root, "", "format", fmt, sizeof(fmt), err))
+    char fmt[64], path[512];
+    if (mpress_jread_str(doc, obj, obj_path, "format", fmt, sizeof(fmt), err))
         return MPRESS_EINPUT;
-    if (strcmp(fmt, want) != 0)
-        return mpress_json_doc_error(doc, err, "format", "expected \"%s\", got \"%s\"", want,
-                                     fmt);
-    json_t *v = json_object_get(doc->root, "version");
-    if (!v)
-        return mpress_json_doc_error(doc, err, "version", "missing field");
-    if (!json_is_integer(v))
-        return mpress_json_doc_error(doc, err, "version", "expected an integer, got %s",
-                                     type_name(v));
-    json_int_t x = json_integer_value(v);
-    if (x < 1 || x > max_version)
-        return mpress_json_doc_error(doc, err, "version",
+    if (strcmp(fmt, want) != 0) {
+        mpress_json_path_key(path, sizeof(path), obj_path, "format");
+        return mpress_json_doc_error(doc, err, path, "expected \"%s\", got \"%s\"", want, fmt);
+    }
+    json_t *v = json_object_get(obj, "version");
+    if (v && json_is_integer(v) &&
+        (json_integer_value(v) < 1 || json_integer_value(v) > max_version)) {
+        mpress_json_path_key(path, sizeof(path), obj_path, "version");
+        return mpress_json_doc_error(doc, err, path,
                                      "unsupported %s version %lld (this build reads 1 to %d)",
-                                     want, (long long)x, max_version);
+                                     want, (long long)json_integer_value(v), max_version);
+    }
+    int x;
+    if (mpress_jread_int(doc, obj, obj_path, "version", 1, max_version, &x, err))
+        return MPRESS_EINPUT;
     if (version)
-        *version = (int)x;
+        *version = x;
     return 0;
 }
 
-void mpress_hash_hex(const void *data, size_t size, char out[17])
+uint64_t mpress_fnv1a64(const void *data, size_t size)
 {
-    /* FNV-1a 64 (Fowler, Noll, Vo): not cryptographic, only a fingerprint of inputs. */
+    /* FNV-1a 64: offset basis and prime of the 64-bit variant. */
     const unsigned char *p = data;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < size; i++) {
         h ^= p[i];
         h *= 0x100000001b3ULL;
     }
-    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return h;
+}
+
+void mpress_hash_hex(const void *data, size_t size, char out[17])
+{
+    snprintf(out, 17, "%016llx", (unsigned long long)mpress_fnv1a64(data, size));
+}
+
+/* Copies base into out unless it is out already; returns the length kept, or size when there
+ * is no room to append. */
+static size_t path_base(char *out, size_t size, const char *base)
+{
+    if (size == 0)
+        return 0;
+    size_t n = base ? strlen(base) : 0;
+    if (out == base)
+        return n < size ? n : size;
+    if (n >= size)
+        n = size - 1;
+    if (n)
+        memmove(out, base, n);
+    out[n] = '\0';
+    return n;
+}
+
+void mpress_json_path_key(char *out, size_t size, const char *obj_path, const char *key)
+{
+    size_t n = path_base(out, size, obj_path);
+    if (n < size)
+        snprintf(out + n, size - n, "%s%s", n ? "." : "", key);
+}
+
+void mpress_json_path_index(char *out, size_t size, const char *arr_path, size_t i)
+{
+    size_t n = path_base(out, size, arr_path);
+    if (n < size)
+        snprintf(out + n, size - n, "[%zu]", i);
 }

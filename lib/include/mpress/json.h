@@ -83,13 +83,26 @@ int mpress_jread_object(const struct mpress_json_doc *doc, const json_t *obj,
                         const char *obj_path, const char *key, json_t **out,
                         struct mpress_error *err);
 
-/* Checks "format" equals want and "version" is an integer in [1, max_version]. */
-int mpress_jread_header(const struct mpress_json_doc *doc, const char *want, int max_version,
-                        int *version, struct mpress_error *err);
+/* The one header check of every mpress document: "format" of the object obj at obj_path (the
+ * root: doc->root, "") equals want and "version" is an integer in [1, max_version] (a newer
+ * one: "unsupported WANT version N (this build reads 1 to MAX)"). *version gets it (version
+ * may be NULL). */
+int mpress_jread_header(const struct mpress_json_doc *doc, const json_t *obj,
+                        const char *obj_path, const char *want, int max_version, int *version,
+                        struct mpress_error *err);
 
-/* 64-bit FNV-1a of a buffer, as 16 lower-case hex digits in out[17]. Used for the hashes of
- * the profile and topology a plan was made from (of their canonical serialization). */
+/* 64-bit FNV-1a (Fowler, Noll, Vo) of a buffer: the one hash of the project, not
+ * cryptographic. mpress_hash_hex writes it as 16 lower-case hex digits in out[17]; used for
+ * the hashes of the profile and topology a plan was made from (of their canonical
+ * serialization), for string sets and for shortened op kinds. */
+uint64_t mpress_fnv1a64(const void *data, size_t size);
 void mpress_hash_hex(const void *data, size_t size, char out[17]);
+
+/* The one way JSON paths are joined: member key of the object at obj_path ("a.b" + "c" ->
+ * "a.b.c", "" + "c" -> "c") and element i of the array at arr_path ("a" + 3 -> "a[3]"). out
+ * may be obj_path / arr_path itself (appends in place); the result is cut to size. */
+void mpress_json_path_key(char *out, size_t size, const char *obj_path, const char *key);
+void mpress_json_path_index(char *out, size_t size, const char *arr_path, size_t i);
 
 /* Reads a whole file into *text (malloc'd, NUL-terminated; *size excludes the NUL). Input
  * files that are missing, unreadable, folders or behind a bad path, larger than max_bytes

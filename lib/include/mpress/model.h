@@ -76,9 +76,32 @@ struct mpress_model_kernel {
 #define MPRESS_MODEL_MAX_SAVED 8
 #define MPRESS_MODEL_MAX_KERNELS 6
 
+/* What an op of the model does; mpress_op_kind_name gives the string profiles carry in
+ * ops[i].kind (one table). Code compares the enum, files keep the string. */
+enum mpress_op_kind {
+    MPRESS_OP_EMBEDDING = 0,
+    MPRESS_OP_LN1 = 1,
+    MPRESS_OP_QKV = 2,
+    MPRESS_OP_ATTN_CORE = 3,
+    MPRESS_OP_ATTN_PROJ = 4,
+    MPRESS_OP_ATTN_RESIDUAL = 5,
+    MPRESS_OP_LN2 = 6,
+    MPRESS_OP_MLP_UP = 7,
+    MPRESS_OP_GELU = 8,
+    MPRESS_OP_MLP_DOWN = 9,
+    MPRESS_OP_MLP_RESIDUAL = 10,
+    MPRESS_OP_FINAL_LAYERNORM = 11,
+    MPRESS_OP_HEAD = 12,
+    MPRESS_OP_LOSS = 13,
+};
+#define MPRESS_N_OP_KINDS 14
+const char *mpress_op_kind_name(enum mpress_op_kind k);           /* "ln1", ...; "unknown" */
+int mpress_op_kind_parse(const char *s, enum mpress_op_kind *out); /* 0 ok, -1 unknown */
+
 struct mpress_model_op {
     char name[96];          /* "embedding", "layer3.qkv", "final_layernorm", "head", "loss" */
-    char kind[32];          /* "embedding", "ln1", "qkv", "attn_core", ... */
+    enum mpress_op_kind op_kind;
+    char kind[32];          /* mpress_op_kind_name(op_kind): "embedding", "ln1", ... */
     int layer;              /* transformer layer, -1 outside the stack */
     int n_inputs, n_outputs, n_weights, n_saved, n_kernels;
     struct mpress_model_tensor inputs[MPRESS_MODEL_MAX_IO];
@@ -105,6 +128,19 @@ const char *const *mpress_model_names(void);
 /* Published parameter count of a named config (the number in its name / paper), 0 if none. */
 double mpress_model_published_params(const char *name);
 
+/* The supported range of each integer field of a config (docs/models.md), the one statement
+ * the config check, the model-config loader and the CLI options use. */
+#define MPRESS_MODEL_MAX_LAYERS 10000
+#define MPRESS_MODEL_MAX_HIDDEN (1 << 17)
+#define MPRESS_MODEL_MAX_HEADS (1 << 17)
+#define MPRESS_MODEL_MAX_FFN (1 << 20)
+#define MPRESS_MODEL_MAX_SEQ (1 << 20)
+#define MPRESS_MODEL_MAX_VOCAB (1 << 24)
+#define MPRESS_MODEL_MAX_MICRO_BATCH (1 << 16)
+/* [*lo, *hi] of field ("layers", "hidden", "heads", "ffn", "seq", "vocab", "micro_batch"):
+ * 0, or -1 for another name. */
+int mpress_model_config_range(const char *field, int *lo, int *hi);
+
 /* Checks a config (ranges, hidden divisible by heads, sizes that fit 64-bit byte counts).
  * Failures are MPRESS_EUSAGE with the offending field in err->path. */
 int mpress_model_config_check(const struct mpress_model_config *m, struct mpress_error *err);
@@ -128,6 +164,23 @@ uint64_t mpress_model_layer_saved_bytes(const struct mpress_model *model, int la
  * al. 2020): weights, gradients, optimizer states. */
 void mpress_model_state_bytes(const struct mpress_model_config *m, int *weight, int *grad,
                               int *optim);
+
+/* What one optimizer step moves, for parameters whose model states are param_bytes (weights in
+ * the training dtype), grad_bytes and optim_bytes (docs/cost-model.md, "Optimizer step"). The
+ * elementwise step (Adam, SGD) reads the gradients and the optimizer states and writes the
+ * states and the weights; the weights are also read when they are the master copy (fp32
+ * training), while in mixed precision the fp32 master is one of the optimizer states and the
+ * 16-bit weights are only written. On the host (states in host memory, step on the CPU) only
+ * the gradients cross PCIe down and the updated weights up: master weights and moments stay on
+ * the host. Planner and simulator both take the step's traffic from here. */
+struct mpress_optimizer_traffic {
+    double memory_bytes;    /* read + written where the step runs (HBM, or host memory) */
+    double pcie_down_bytes; /* host step: gradients, GPU -> host */
+    double pcie_up_bytes;   /* host step: updated weights, host -> GPU */
+};
+void mpress_optimizer_step_traffic(const struct mpress_model_config *m, double param_bytes,
+                                   double grad_bytes, double optim_bytes,
+                                   struct mpress_optimizer_traffic *out);
 
 /* Roofline time of one kernel on gpu for the activation dtype. */
 double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpress_gpu_spec *gpu,

@@ -38,7 +38,7 @@ struct mpress_plan_eval {
     double stage_s[MPRESS_MAX_GPUS];  /* per micro-batch compute of each stage */
     int n_gpus;
     struct mpress_plan_gpu gpus[MPRESS_MAX_GPUS];
-    uint64_t action_bytes[4];   /* saved bytes per micro-batch by enum mpress_action */
+    uint64_t action_bytes[MPRESS_N_ACTIONS]; /* saved bytes per micro-batch by enum mpress_action */
     char bottleneck[64];        /* what sets the cycle: "stage 2 compute", "nvlink 0-3", ... */
     /* Host swaps PCIe cannot drain during one forward (docs/cost-model.md, "Drain"): the
      * stage's GPU would hold drain_short more bytes than the memory model counts, so such a
@@ -47,9 +47,11 @@ struct mpress_plan_eval {
     uint64_t drain_short;
 };
 
-/* The cost model. topo is already restricted to the GPUs in use. Returns MPRESS_EINPUT (with
- * the reason in err) when the assignment is malformed; a plan that does not fit is still
- * evaluated (ev->fits = 0). */
+/* The cost model. topo is already restricted to the GPUs in use. Returns MPRESS_EUSAGE for
+ * micro_batches outside [1, MPRESS_MAX_MICRO_BATCHES] and MPRESS_EINPUT (reason in err->text,
+ * JSON path in err->path) when the assignment breaks the plan rules of mpress_plan_check; a
+ * plan that does not fit is still evaluated (ev->fits = 0). Byte sums saturate at UINT64_MAX
+ * (such a plan never fits); times may come out infinite for absurd inputs. */
 int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
                          enum mpress_schedule schedule, int micro_batches,
                          const struct mpress_assignment *a, struct mpress_plan_eval *ev,
@@ -62,10 +64,23 @@ enum mpress_cuts {
     MPRESS_CUTS_LAYERS = 2, /* only where ops[i].layer != ops[i+1].layer */
 };
 
+/* Planning policies: the MILP and the baselines. Names (one table, mpress_policy_name) are
+ * what `mpress plan --policy` takes and what plans store in "policy". */
+enum mpress_policy {
+    MPRESS_POLICY_ILP = 0,
+    MPRESS_POLICY_GREEDY = 1,
+    MPRESS_POLICY_RECOMPUTE = 2,
+    MPRESS_POLICY_SWAP = 3,
+    MPRESS_POLICY_NONE = 4,
+};
+#define MPRESS_N_POLICIES 5
+const char *mpress_policy_name(enum mpress_policy p); /* "ilp", "greedy", ...; "unknown" */
+int mpress_policy_parse(const char *s, enum mpress_policy *out); /* 0 ok, -1 unknown */
+
 struct mpress_plan_options {
     enum mpress_schedule schedule;
     int micro_batches;
-    char policy[16];            /* "ilp" | "greedy" | "recompute" | "swap" | "none" */
+    enum mpress_policy policy;
     enum mpress_cuts cuts;
     double time_limit_s;        /* 0: none (wall clock: never used for goldens) */
     long node_limit;            /* stop after this many branch-and-bound nodes, 0: none */
@@ -82,10 +97,10 @@ struct mpress_plan_options {
 /* Defaults: 1f1b, 16 micro-batches, ilp, automatic cuts, gap 1 %, 5000 nodes, no time limit. */
 void mpress_plan_options_init(struct mpress_plan_options *o);
 
-/* Builds the assignment of one baseline policy ("none", "recompute", "swap", "greedy") and
- * evaluates it. Returns 0 with ev->fits telling whether it fits. */
+/* Builds the assignment of one baseline policy (any but MPRESS_POLICY_ILP) and evaluates it.
+ * Returns 0 with ev->fits telling whether it fits. */
 int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_topology *topo,
-                         const struct mpress_plan_options *o, const char *policy,
+                         const struct mpress_plan_options *o, enum mpress_policy policy,
                          struct mpress_assignment *out, struct mpress_plan_eval *ev,
                          struct mpress_error *err);
 

@@ -56,6 +56,12 @@ void mpress_profile_finish(struct mpress_profile *p);   /* frees; accepts zeroed
 int mpress_profile_copy(struct mpress_profile *dst, const struct mpress_profile *src,
                         struct mpress_error *err);
 
+/* Supported sizes (docs/formats.md, "Limits"), refused at load beyond: ops of a profile and
+ * saved tensors of all its ops together. Every count the planner and the simulator form from
+ * them (times MPRESS_MAX_GPUS stages, times the tasks one op makes) stays within int. */
+#define MPRESS_MAX_OPS (1 << 18)
+#define MPRESS_MAX_TENSORS (1 << 20)
+
 /* mpress-profile v1 */
 #define MPRESS_PROFILE_FORMAT "mpress-profile"
 #define MPRESS_PROFILE_VERSION 1
