@@ -10,3 +10,8 @@ timeout 20 "$MPRESS" validate <(cat p.json) | sed 's/^[^:]*: //'; echo "exit ${P
 # one byte past the limit (a sparse file: no disk used)
 truncate -s 268435457 big.json
 timeout 20 "$MPRESS" validate big.json; echo "exit $?"
+# PipeDream graphs: separators that overlap, a byte that is not UTF-8
+printf 'a -- -- b\n' >x.txt
+"$MPRESS" profile --import pipedream x.txt; echo "exit $?"
+printf 'node1 -- Lin\xffear -- forward_compute_time=1, backward_compute_time=1, activation_size=4, parameter_size=4\n' >u.txt
+"$MPRESS" profile --import pipedream u.txt; echo "exit $?"
