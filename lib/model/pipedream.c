@@ -606,6 +606,19 @@ int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out
     }
     /* An activation crosses every cut from its producer's position up to (not including) its
      * last consumer's: add it at the first, take it away at the second, sum as k advances. */
+    /* The bytes crossing a cut are at most the sum of all activations: that sum must fit the
+     * profile's 63-bit sizes (checked before it can pass 2^63: each term is below 9e15). */
+    uint64_t total = 0;
+    for (int k = 0; k < n; k++) {
+        const struct mpress_pipedream_node *nd = &g.nodes[g.order[k]];
+        total += (uint64_t)llround(nd->activation_bytes); /* each <= 9e15: cannot wrap */
+        if (total > (uint64_t)INT64_MAX) {
+            rc = mpress_error_at(err, MPRESS_EINPUT, file, nd->line, 0, "",
+                                 "the activations up to node '%s' sum to more than 2^63-1 bytes",
+                                 nd->id);
+            goto fail;
+        }
+    }
     for (int u = 0; u < n; u++)
         if (last[u] > pos[u]) {
             uint64_t a = (uint64_t)llround(g.nodes[u].activation_bytes);

@@ -214,6 +214,17 @@ static void test_bad(void)
     expect_bad("a -- -- b\n", 1, "expected 'ID -- DESCRIPTION");
     expect_bad(N("node1", OK) "node2 -- Lin\xff" "ear -- " OK "\n", 2, "not UTF-8 text");
     expect_bad(N("node1", OK) "node2 -- \xc3\xa9\xc3(x) -- " OK "\n", 2, "not UTF-8 text");
+    /* 1025 activations of 9e15 bytes sum past 2^63-1 (9.22e18): refused at the one that does */
+    {
+        static char big[1100 * 140];
+        size_t n = 0;
+        for (int i = 0; i < 1100; i++)
+            n += (size_t)snprintf(big + n, sizeof(big) - n,
+                                  "node%d -- L -- forward_compute_time=1, backward_compute_time=1, "
+                                  "activation_size=9e15, parameter_size=0\n",
+                                  i);
+        expect_bad(big, 1025, "sum to more than 2^63-1 bytes");
+    }
     /* the duplicate comes before the syntax error: it is the one reported */
     expect_bad(N("node1", OK) N("node1", OK) "junk\n", 2, "defined twice");
     expect_bad(N("node1", OK) "junk\n" N("node1", OK), 2, "expected 'ID -- DESCRIPTION");
