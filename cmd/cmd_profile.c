@@ -181,8 +181,10 @@ int cmd_profile(int argc, char **argv)
                               "pipedream FILE or -- COMMAND");
 
     const char *input = import_kind ? import_file : model_file;
-    if (input && strcmp(out, "-") != 0 && cli_same_file(input, out))
-        return cli_usage(cmd, "-o '%s' is the input file", out);
+    const char *inputs[] = {input ? input : "-", NULL};
+    int orc = cli_check_output(cmd, "-o", out, MPRESS_PROFILE_FORMAT, inputs);
+    if (orc)
+        return orc;
 
     struct mpress_profile p;
     struct mpress_error err;

@@ -142,8 +142,10 @@ static int topo_import(int argc, char **argv)
     if (optind != argc - 1)
         return cli_usage("topo", "import takes one FILE");
     const char *file = argv[optind];
-    if (output && cli_same_file(file, output))
-        return cli_usage("topo", "-o '%s' is the input file", output);
+    const char *inputs[] = {file, NULL};
+    int orc = output ? cli_check_output("topo", "-o", output, MPRESS_TOPOLOGY_FORMAT, inputs) : 0;
+    if (orc)
+        return orc;
 
     struct mpress_topology *t = malloc(sizeof(*t));
     char *notes = malloc(8192);

@@ -27,6 +27,28 @@ int mpress_json_write_file(const char *path, const json_t *root, struct mpress_e
 int mpress_write_file_atomic(const char *path, const char *data, size_t size,
                              struct mpress_error *err);
 
+/* An output being written: a new file beside path (created with mode 0666 less the umask),
+ * renamed over path by commit, removed by abort. Between begin and commit or abort its name
+ * is in the table that mpress_temp_cleanup empties. */
+struct mpress_atomic_file {
+    int fd;            /* open for writing after begin; may be closed (-1) before commit */
+    int slot;          /* in the temporary-file table, -1 when it did not fit */
+    char path[4096];
+    char tmp[4096];
+};
+int mpress_atomic_begin(struct mpress_atomic_file *f, const char *path,
+                        struct mpress_error *err);
+/* fsync, close, rename over path; on failure the temporary file is removed. */
+int mpress_atomic_commit(struct mpress_atomic_file *f, struct mpress_error *err);
+void mpress_atomic_abort(struct mpress_atomic_file *f);
+
+/* Temporary files to remove if the process is killed: register returns a slot (-1 when the
+ * table of 16 is full), unregister frees it. mpress_temp_cleanup unlinks every registered
+ * path and is async-signal-safe: a SIGINT/SIGTERM handler calls it, then re-raises. */
+int mpress_temp_register(const char *path);
+void mpress_temp_unregister(int slot);
+void mpress_temp_cleanup(void);
+
 /* A parsed document with its source text kept so that JSON paths can be mapped back to
  * line:column for error messages. */
 struct mpress_json_doc {
@@ -104,10 +126,14 @@ void mpress_hash_hex(const void *data, size_t size, char out[17]);
 void mpress_json_path_key(char *out, size_t size, const char *obj_path, const char *key);
 void mpress_json_path_index(char *out, size_t size, const char *arr_path, size_t i);
 
+/* The largest file mpress reads (docs/formats.md, "Files mpress reads and writes"). */
+#define MPRESS_MAX_FILE_BYTES ((size_t)256 << 20)
+
 /* Reads a whole file into *text (malloc'd, NUL-terminated; *size excludes the NUL). Input
  * files that are missing, unreadable, folders or behind a bad path, larger than max_bytes
- * (0: no limit) or failing to read are MPRESS_EINPUT with err->file set; running out of memory
- * is MPRESS_ESYSTEM. On failure *text is NULL. */
+ * (0 or more than MPRESS_MAX_FILE_BYTES: MPRESS_MAX_FILE_BYTES), a FIFO that nothing writes,
+ * or failing to read are MPRESS_EINPUT with err->file set; running out of memory is
+ * MPRESS_ESYSTEM. On failure *text is NULL. Never waits for a FIFO's writer to appear. */
 int mpress_read_file(const char *file, size_t max_bytes, char **text, size_t *size,
                      struct mpress_error *err);
 
