@@ -120,4 +120,12 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
                         const struct mpress_profile *p, const struct mpress_assignment *a,
                         const struct sym *s);
 
+/* A start for a search that has none: the greedy baseline planned for M/2, M/4, ..., 1
+ * micro-batches (o->micro_batches = M) and evaluated at M, the first that fits there (with
+ * 1F1B a stage holds min(S - k, M) micro-batches, so fewer micro-batches than M often give
+ * greedy the time trade-offs of a plan that still fits at M). 0 and a in out when one fits;
+ * 1 when none does or on an error (out left empty). */
+int ilp_warm_find(const struct mpress_profile *p, const struct mpress_topology *topo,
+                  const struct mpress_plan_options *o, struct mpress_assignment *out);
+
 #endif

@@ -38,16 +38,16 @@ struct cb_ctx {
     long nodes;
     int stopped_by_nodes;
     double *heur;       /* a warm-start solution (1-based column values), or NULL */
+    int heur_given;     /* heur has been offered to GLPK */
 };
 
 static void ilp_callback(glp_tree *tree, void *info)
 {
     struct cb_ctx *c = info;
     int reason = glp_ios_reason(tree);
-    if (reason == GLP_IHEUR && c->heur) {
+    if (reason == GLP_IHEUR && c->heur && !c->heur_given) {
         glp_ios_heur_sol(tree, c->heur);
-        free(c->heur);
-        c->heur = NULL;
+        c->heur_given = 1;
         return;
     }
     if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
@@ -64,7 +64,10 @@ static void ilp_callback(glp_tree *tree, void *info)
     if (c->o->progress && (reason == GLP_IBINGO || (t_cnt % 200) == 0))
         c->o->progress(c->o->progress_ctx, inc, c->bound, have ? glp_ios_mip_gap(tree) : 1.0);
     c->incumbent = inc;
-    if (c->o->node_limit > 0 && t_cnt >= c->o->node_limit) {
+    /* The root's heuristic call, which offers the warm start, comes after its selection: a
+     * limit of one node still ends with the warm start as the incumbent. */
+    if (c->o->node_limit > 0 && t_cnt >= c->o->node_limit &&
+        (!c->heur || c->heur_given || t_cnt > c->o->node_limit)) {
         c->stopped_by_nodes = 1;
         glp_ios_terminate(tree);
     }
@@ -316,11 +319,71 @@ static void solve_stats(const struct solve *sv, const struct mpress_plan_options
     stats->nodes = sv->cb.nodes;
 }
 
-/* Builds, solves and extracts inside GLPK's error guard (set by the caller). */
+/* Solves the LP relaxation of lp (already scaled) to optimality; returns GLPK's status of the
+ * last attempt (GLP_OPT on success). The simplex on the scaled problem is tried first. When it
+ * ends anywhere but at an optimum (on some instances, after glp_scale_prob, it declares the
+ * relaxation infeasible although the unscaled one solves and a warm start satisfies every
+ * row), the problem is unscaled, started from the standard basis and solved again by the
+ * primal then the dual simplex, and then by the exact (rational) simplex, whose verdict is
+ * about the rows as stored rather than as rounding in the floating-point simplex sees them.
+ * Every attempt is deterministic. */
+static int root_relaxation(glp_prob *lp)
+{
+    glp_smcp sparm;
+    glp_init_smcp(&sparm);
+    sparm.msg_lev = GLP_MSG_OFF;
+    int ret = glp_simplex(lp, &sparm);
+    if (ret == 0 && glp_get_status(lp) == GLP_OPT)
+        return GLP_OPT;
+    glp_unscale_prob(lp);
+    const int meth[2] = {GLP_PRIMAL, GLP_DUALP};
+    for (int i = 0; i < 2; i++) {
+        glp_std_basis(lp);
+        sparm.meth = meth[i];
+        ret = glp_simplex(lp, &sparm);
+        if (ret == 0 && glp_get_status(lp) == GLP_OPT)
+            return GLP_OPT;
+    }
+    glp_std_basis(lp);
+    sparm.meth = GLP_PRIMAL;
+    ret = glp_exact(lp, &sparm);
+    return ret == 0 ? glp_get_status(lp) : GLP_UNDEF;
+}
+
+/* The answer when GLPK ends without a solution of its own although the warm start fits (a
+ * limit reached before the root's heuristic call, a relaxation the simplex misjudges, or a
+ * warm start the MILP's margins refuse): the warm start itself, its predicted time from the
+ * evaluator, and the best bound known (0 when none is). */
+static int answer_warm(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, const struct solve *sv,
+                       const struct mpress_assignment *warm, double bound, const char *status,
+                       struct mpress_assignment *out, struct mpress_plan_solver *stats,
+                       struct mpress_error *err)
+{
+    struct mpress_plan_eval ev;
+    int rc = mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, warm, &ev, err);
+    if (rc)
+        return rc;
+    if (!ev.fits)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "the warm start does not fit");
+    out->n_stages = warm->n_stages;
+    memcpy(out->stages, warm->stages, sizeof(out->stages));
+    memcpy(out->actions, warm->actions, sizeof(*out->actions) * (size_t)out->n_actions);
+    snprintf(stats->status, sizeof(stats->status), "%s", status);
+    stats->objective = ev.iteration_s;
+    stats->bound = bound > 0 && bound <= ev.iteration_s ? bound : 0;
+    stats->gap = ev.iteration_s > 0 ? (ev.iteration_s - stats->bound) / ev.iteration_s : 0;
+    stats->nodes = sv->cb.nodes;
+    return 0;
+}
+
+/* Builds, solves and extracts inside GLPK's error guard (set by the caller). warm: the warm
+ * start, or NULL. */
 static int solve(struct solve *sv, const struct mpress_profile *p,
                  const struct mpress_topology *topo, const struct mpress_plan_options *o,
-                 const struct inst *in, struct mpress_assignment *out,
-                 struct mpress_plan_solver *stats, struct mpress_error *err)
+                 const struct inst *in, const struct mpress_assignment *warm,
+                 struct mpress_assignment *out, struct mpress_plan_solver *stats,
+                 struct mpress_error *err)
 {
     struct model *m = &sv->m;
     sv->cb.o = o;
@@ -339,22 +402,33 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     if (o->dump_lp && glp_write_lp(m->lp, NULL, o->dump_lp) != 0)
         return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s'", o->dump_lp);
     glp_scale_prob(m->lp, GLP_SF_AUTO);
-    if (o->warm_start)
-        sv->cb.heur = ilp_warm_vector(m->lp, in, &sv->cols, p, o->warm_start, &sv->sym);
+    if (warm)
+        sv->cb.heur = ilp_warm_vector(m->lp, in, &sv->cols, p, warm, &sv->sym);
     /* The relaxation first, so that glp_intopt can run without its presolver and accept the
      * warm start in the problem's own columns. */
-    glp_smcp sparm;
-    glp_init_smcp(&sparm);
-    sparm.msg_lev = GLP_MSG_OFF;
-    int sret = glp_simplex(m->lp, &sparm);
-    if (sret == 0 && glp_get_status(m->lp) == GLP_NOFEAS) {
+    int sret = root_relaxation(m->lp);
+    if (sret != GLP_OPT && warm)
+        return answer_warm(p, topo, o, sv, warm, 0, "feasible", out, stats, err);
+    if (sret == GLP_NOFEAS) {
         snprintf(stats->status, sizeof(stats->status), "infeasible");
         return mpress_error_set(err, MPRESS_EINFEASIBLE, "no assignment fits in memory");
     }
-    if (sret != 0 || glp_get_status(m->lp) != GLP_OPT)
-        return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (code %d)", sret);
+    if (sret != GLP_OPT)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (status %d)", sret);
+    double root_bound = glp_get_obj_val(m->lp);
     int ret = intopt(sv, in, o);
     int status = glp_mip_status(m->lp);
+    if (status != GLP_OPT && status != GLP_FEAS && warm) {
+        /* GLPK's bound is only a bound when it has not declared the MILP infeasible. */
+        double bound = status == GLP_NOFEAS || ret == GLP_ENOPFS ? 0
+                       : sv->cb.bound > root_bound             ? sv->cb.bound
+                                                               : root_bound;
+        return answer_warm(p, topo, o, sv, warm, bound,
+                           ret == GLP_ETMLIM          ? "time_limit"
+                           : sv->cb.stopped_by_nodes ? "node_limit"
+                                                     : "feasible",
+                           out, stats, err);
+    }
     if (ret == GLP_ENOPFS || status == GLP_NOFEAS) {
         snprintf(stats->status, sizeof(stats->status), "infeasible");
         return mpress_error_set(err, MPRESS_EINFEASIBLE, "no assignment fits in memory");
@@ -393,6 +467,14 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
         return rc;
     }
 
+    /* Without a warm start (no baseline fits) the search starts from a plan that fits if one
+     * of the greedy baseline's at fewer micro-batches does (ilp_warm_find). Found before
+     * GLPK's guard is set, so that the error path sees it unchanged. */
+    struct mpress_assignment found = {0};
+    const struct mpress_assignment *warm = o->warm_start;
+    if (!warm && ilp_warm_find(p, topo, o, &found) == 0)
+        warm = &found;
+
     /* Everything GLPK's error path must still see lives on the heap behind a volatile pointer:
      * locals changed between setjmp and longjmp are indeterminate afterwards. */
     struct solve *volatile sv = calloc(1, sizeof(struct solve));
@@ -410,7 +492,7 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "the GLPK solver failed internally");
         goto done;
     }
-    rc = solve(sv, p, topo, o, &in, out, stats, err);
+    rc = solve(sv, p, topo, o, &in, warm, out, stats, err);
 done:
     if (sv) {
         if (sv->m.lp)
@@ -424,6 +506,7 @@ done:
     glp_error_hook(NULL, NULL);
     glp_term_hook(NULL, NULL);
     ilp_inst_free(&in);
+    mpress_assignment_finish(&found);
     if (rc)
         mpress_assignment_finish(out);
     return rc;

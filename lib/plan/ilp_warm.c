@@ -163,3 +163,22 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
     }
     return x;
 }
+
+int ilp_warm_find(const struct mpress_profile *p, const struct mpress_topology *topo,
+                  const struct mpress_plan_options *o, struct mpress_assignment *out)
+{
+    struct mpress_plan_options fewer = *o;
+    fewer.warm_start = NULL;
+    for (int mb = o->micro_batches / 2; mb >= 1; mb /= 2) {
+        struct mpress_plan_eval ev;
+        struct mpress_error err;
+        fewer.micro_batches = mb;
+        if (mpress_plan_baseline(p, topo, &fewer, "greedy", out, &ev, &err))
+            return 1;
+        if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, out, &ev, &err) == 0 &&
+            ev.fits)
+            return 0;
+        mpress_assignment_finish(out);
+    }
+    return 1;
+}
