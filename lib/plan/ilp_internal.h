@@ -120,11 +120,21 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
                         const struct mpress_profile *p, const struct mpress_assignment *a,
                         const struct sym *s);
 
+/* The most memory-saving actions on the baselines' even partition: every saved tensor
+ * recomputed (which frees as much of the stage's GPU as a swap, and costs no host or peer
+ * memory), and every optimizer on the host or none, whichever leaves the smaller shortfall
+ * (*host_opt says which). 0 with the assignment in out and its evaluation in ev; 1 on an
+ * error (out left empty). */
+int ilp_most_saving(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    const struct mpress_plan_options *o, struct mpress_assignment *out,
+                    struct mpress_plan_eval *ev, int *host_opt);
+
 /* A start for a search that has none: the greedy baseline planned for M/2, M/4, ..., 1
- * micro-batches (o->micro_batches = M) and evaluated at M, the first that fits there (with
- * 1F1B a stage holds min(S - k, M) micro-batches, so fewer micro-batches than M often give
- * greedy the time trade-offs of a plan that still fits at M). 0 and a in out when one fits;
- * 1 when none does or on an error (out left empty). */
+ * micro-batches (o->micro_batches = M) and evaluated at M, the first that fits (with 1F1B a
+ * stage holds min(S - k, M) micro-batches, so fewer micro-batches than M often give greedy the
+ * time trade-offs of a plan that still fits at M); else the most memory-saving assignment
+ * (ilp_most_saving) if it fits. 0 and the start in out when one fits; 1 when none does or on
+ * an error (out left empty). */
 int ilp_warm_find(const struct mpress_profile *p, const struct mpress_topology *topo,
                   const struct mpress_plan_options *o, struct mpress_assignment *out);
 

@@ -377,6 +377,39 @@ static int answer_warm(const struct mpress_profile *p, const struct mpress_topol
     return 0;
 }
 
+/* Nothing fits: names the GPU (or the host) that is short, and by how much, under the most
+ * memory-saving actions (ilp_most_saving). */
+static int explain_infeasible(const struct mpress_profile *p, const struct mpress_topology *topo,
+                              const struct mpress_plan_options *o, struct mpress_error *err)
+{
+    struct mpress_assignment a = {0};
+    struct mpress_plan_eval ev;
+    int host = 0;
+    if (ilp_most_saving(p, topo, o, &a, &ev, &host) || ev.fits) {
+        mpress_assignment_finish(&a);
+        return mpress_error_set(err, MPRESS_EINFEASIBLE, "no plan fits in memory");
+    }
+    mpress_assignment_finish(&a);
+    const char *how = host ? "with every saved tensor recomputed and every optimizer on the host"
+                           : "with every saved tensor recomputed";
+    if (ev.short_gpu >= 0)
+        return mpress_error_set(err, MPRESS_EINFEASIBLE,
+                                "no plan fits: %s (even partition), GPU %d is still short by "
+                                "%llu bytes (%.2f GiB over its %.2f GiB)",
+                                how, ev.short_gpu, (unsigned long long)ev.short_bytes,
+                                ev.short_bytes / 1073741824.0,
+                                ev.gpus[ev.short_gpu].capacity / 1073741824.0);
+    if (ev.host_short > 0)
+        return mpress_error_set(err, MPRESS_EINFEASIBLE,
+                                "no plan fits: %s (even partition), host memory is still short "
+                                "by %llu bytes",
+                                how, (unsigned long long)ev.host_short);
+    return mpress_error_set(err, MPRESS_EINFEASIBLE,
+                            "no plan fits: %s (even partition), GPU %d evicts more than its "
+                            "links drain during one forward (backlog %llu bytes)",
+                            how, ev.drain_gpu, (unsigned long long)ev.drain_short);
+}
+
 /* Builds, solves and extracts inside GLPK's error guard (set by the caller). warm: the warm
  * start, or NULL. */
 static int solve(struct solve *sv, const struct mpress_profile *p,
@@ -411,7 +444,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
         return answer_warm(p, topo, o, sv, warm, 0, "feasible", out, stats, err);
     if (sret == GLP_NOFEAS) {
         snprintf(stats->status, sizeof(stats->status), "infeasible");
-        return mpress_error_set(err, MPRESS_EINFEASIBLE, "no assignment fits in memory");
+        return explain_infeasible(p, topo, o, err);
     }
     if (sret != GLP_OPT)
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (status %d)", sret);
@@ -431,7 +464,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     }
     if (ret == GLP_ENOPFS || status == GLP_NOFEAS) {
         snprintf(stats->status, sizeof(stats->status), "infeasible");
-        return mpress_error_set(err, MPRESS_EINFEASIBLE, "no assignment fits in memory");
+        return explain_infeasible(p, topo, o, err);
     }
     if (ret != 0 && ret != GLP_ETMLIM && ret != GLP_ESTOP && ret != GLP_EMIPGAP)
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_intopt failed (code %d)", ret);

@@ -164,6 +164,57 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
     return x;
 }
 
+int ilp_most_saving(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    const struct mpress_plan_options *o, struct mpress_assignment *out,
+                    struct mpress_plan_eval *ev, int *host_opt)
+{
+    struct mpress_error err;
+    int order[MPRESS_MAX_GPUS];
+    char *cut_ok = malloc((size_t)p->n_ops);
+    if (!cut_ok || mpress_assignment_init(out, p, &err)) {
+        free(cut_ok);
+        return 1;
+    }
+    plan_gpu_order(topo, order);
+    plan_cut_points(p, o->cuts, cut_ok);
+    plan_even_partition(p, cut_ok, topo->n_gpus, order, out);
+    free(cut_ok);
+    for (int j = 0, k = 0; j < out->n_actions; j++) {
+        struct mpress_plan_action *ac = &out->actions[j];
+        while (out->stages[k].last_op < ac->op)
+            k++;
+        ac->action = MPRESS_ACTION_RECOMPUTE;
+        ac->n_peers = 0;
+        ac->evict_after_op = ac->op;
+        ac->prefetch_before_op =
+            plan_prefetch_point(MPRESS_ACTION_RECOMPUTE, ac->op, out->stages[k].last_op);
+    }
+    /* Optimizer states on the host free the GPUs but may overfill the host: of the two, the
+     * one short by less in all. */
+    int can_host = plan_host_bw(topo) > 0 && topo->pcie_bytes_per_s > 0, best = -1;
+    uint64_t best_short = 0;
+    for (int h = 0; h <= can_host; h++) {
+        for (int k = 0; k < out->n_stages; k++)
+            out->stages[k].optimizer_on_host = h;
+        if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, out, ev, &err)) {
+            mpress_assignment_finish(out);
+            return 1;
+        }
+        if (best < 0 || plan_shortfall(ev) < best_short) {
+            best = h;
+            best_short = plan_shortfall(ev);
+        }
+    }
+    for (int k = 0; k < out->n_stages; k++)
+        out->stages[k].optimizer_on_host = best;
+    *host_opt = best;
+    if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, out, ev, &err)) {
+        mpress_assignment_finish(out);
+        return 1;
+    }
+    return 0;
+}
+
 int ilp_warm_find(const struct mpress_profile *p, const struct mpress_topology *topo,
                   const struct mpress_plan_options *o, struct mpress_assignment *out)
 {
@@ -177,6 +228,13 @@ int ilp_warm_find(const struct mpress_profile *p, const struct mpress_topology *
             return 1;
         if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, out, &ev, &err) == 0 &&
             ev.fits)
+            return 0;
+        mpress_assignment_finish(out);
+    }
+    struct mpress_plan_eval ev;
+    int host;
+    if (ilp_most_saving(p, topo, o, out, &ev, &host) == 0) {
+        if (ev.fits)
             return 0;
         mpress_assignment_finish(out);
     }

@@ -101,7 +101,9 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
 
 /* The whole `mpress plan`: baselines, the chosen policy, evaluation, and a plan with embedded
  * copies of p and topo (already restricted). Infeasible: MPRESS_EINFEASIBLE and err names the
- * GPU that is short and by how many bytes in the closest baseline's evaluation. */
+ * GPU that is short and by how many bytes: with the MILP, under the most memory-saving actions
+ * (every tensor recomputed, optimizers on the host or not, whichever leaves less short); with
+ * a baseline policy, in its evaluation. */
 int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_plan_options *o, struct mpress_plan *out,
                        struct mpress_error *err);
