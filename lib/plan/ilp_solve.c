@@ -410,6 +410,23 @@ static int explain_infeasible(const struct mpress_profile *p, const struct mpres
                             how, ev.drain_gpu, (unsigned long long)ev.drain_short);
 }
 
+/* A proof that nothing fits, from memory alone: every stage holds its weights (one version at
+ * least), its gradients, its optimizer states unless they may go to the host, and one
+ * micro-batch's saved tensors (the backward's working set: recomputing or swapping frees only
+ * the other micro-batches' copies), wherever the stages sit, and D2D only moves bytes between
+ * GPUs. When that exceeds all the GPUs' memory less their reserves, no plan fits. The MILP's
+ * big-M memory rows cannot see this in their relaxation, so branch and bound would stop at its
+ * node limit without an answer. */
+static int memory_floor_exceeds(const struct inst *in, const struct mpress_topology *topo)
+{
+    double need = 0, have = 0;
+    for (int b = 0; b < in->B; b++)
+        need += in->blk[b].p + in->blk[b].g + in->blk[b].a + (in->host_opt ? 0 : in->blk[b].o);
+    for (int g = 0; g < topo->n_gpus; g++)
+        have += ((double)topo->gpus[g].memory_bytes - (double)topo->gpus[g].reserve_bytes) / GB;
+    return need > have;
+}
+
 /* Builds, solves and extracts inside GLPK's error guard (set by the caller). warm: the warm
  * start, or NULL. */
 static int solve(struct solve *sv, const struct mpress_profile *p,
@@ -525,7 +542,12 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "the GLPK solver failed internally");
         goto done;
     }
-    rc = solve(sv, p, topo, o, &in, warm, out, stats, err);
+    if (!warm && memory_floor_exceeds(&in, topo)) {
+        snprintf(stats->status, sizeof(stats->status), "infeasible");
+        rc = explain_infeasible(p, topo, o, err);
+    } else {
+        rc = solve(sv, p, topo, o, &in, warm, out, stats, err);
+    }
 done:
     if (sv) {
         if (sv->m.lp)

@@ -4,7 +4,8 @@
  * message that names the GPU short under the most memory-saving actions and by how much. Each
  * case was a wrong answer: exit 1 "short by 0 bytes" while a baseline fits (the scaled root
  * relaxation misjudged infeasible), exit 4 with a node limit of 1, exit 4 when no baseline
- * fits although a plan does, and a message from whichever baseline came closest. */
+ * fits although a plan does, exit 4 when nothing fits but branch and bound cannot prove it,
+ * and a message from whichever baseline came closest. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,11 +200,47 @@ static void infeasible_named(void)
     mpress_profile_finish(&p);
 }
 
+/* gpt-20b on 4 GPUs of dgx1: the weights, gradients and one micro-batch's saved tensors alone
+ * exceed the four GPUs' memory, so nothing fits; the MILP's relaxation cannot see it and the
+ * search stopped at its node limit (exit 4) instead of answering. */
+static void infeasible_by_floor(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t;
+    if (load("gpt-20b.v100.json", "dgx1", 4, &p, &t)) {
+        CHECK(0);
+        return;
+    }
+    double need = 0, have = 0;
+    for (int i = 0; i < p.n_ops; i++) {
+        need += (double)p.ops[i].param_bytes + (double)p.ops[i].grad_bytes;
+        for (int k = 0; k < p.ops[i].n_tensors; k++)
+            need += (double)p.ops[i].tensors[k].bytes;
+    }
+    for (int g = 0; g < t.n_gpus; g++)
+        have += (double)t.gpus[g].memory_bytes - (double)t.gpus[g].reserve_bytes;
+    CHECK_MSG(need > have, "%.3g > %.3g bytes", need, have);
+    struct mpress_plan_options o;
+    mpress_plan_options_init(&o);
+    struct mpress_plan plan;
+    struct mpress_error err;
+    memset(&err, 0, sizeof(err));
+    CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), MPRESS_EINFEASIBLE);
+    unsigned long long bytes = 0;
+    int gpu = -1;
+    const char *at = strstr(err.text, "GPU ");
+    CHECK_MSG(at && sscanf(at, "GPU %d is still short by %llu bytes", &gpu, &bytes) == 2 &&
+                  gpu >= 0 && gpu < t.n_gpus && bytes > 0,
+              "'%s'", err.text);
+    mpress_profile_finish(&p);
+}
+
 int main(void)
 {
     scaled_root();
     node_limit_one();
     start_from_fewer();
     infeasible_named();
+    infeasible_by_floor();
     return check_done();
 }
