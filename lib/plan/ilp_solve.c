@@ -492,6 +492,17 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     solve_stats(sv, o, ret, status, stats);
     if (extract(p, topo, in, &sv->cols, m->lp, out))
         return mpress_error_set(err, MPRESS_ESYSTEM, "cannot map the MILP solution back to a plan");
+    /* A warm start GLPK never saw (its vector did not pass the MILP's rows, e.g. within the
+     * memory margin) may still beat the MILP's plan: the answer is never slower than it. */
+    if (warm && !sv->cb.heur) {
+        struct mpress_plan_eval ev;
+        if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, warm, &ev, err) == 0 &&
+            ev.fits && ev.iteration_s < stats->objective * (1 - 1e-9)) {
+            char st[sizeof(stats->status)];
+            snprintf(st, sizeof(st), "%s", stats->status);
+            return answer_warm(p, topo, o, sv, warm, stats->bound, st, out, stats, err);
+        }
+    }
     return 0;
 }
 
