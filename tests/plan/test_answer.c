@@ -98,7 +98,7 @@ static void scaled_root(void)
         struct mpress_plan_options o;
         mpress_plan_options_init(&o);
         o.micro_batches = mbs[i];
-        o.node_limit = 50;
+        o.node_limit = 10;
         double base = best_baseline(&p, &t, &o);
         CHECK_MSG(base > 0, "micro-batches %d: a baseline fits", mbs[i]);
         char what[64];
@@ -147,7 +147,7 @@ static void start_from_fewer(void)
     struct mpress_plan_options o;
     mpress_plan_options_init(&o);
     o.micro_batches = 32;
-    o.node_limit = 20;
+    o.node_limit = 5;
     CHECK_MSG(best_baseline(&p, &t, &o) < 0, "no baseline fits at 32 micro-batches");
     struct mpress_plan_options o16 = o;
     o16.micro_batches = 16;
