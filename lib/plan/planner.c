@@ -139,6 +139,8 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
             if (bev[i].fits && (warm < 0 || bev[i].iteration_s < bev[warm].iteration_s))
                 warm = i;
         io.warm_start = warm >= 0 ? &base[warm] : NULL;
+        /* Infeasible: the MILP's message names the GPU short under the most memory-saving
+         * actions. */
         rc = mpress_plan_ilp(p, topo, &io, &chosen, &solver, err);
         if (rc == MPRESS_EINFEASIBLE && warm >= 0) {
             /* A baseline fits under the same cost model, so the MILP's infeasibility is
@@ -150,10 +152,6 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
                                   mpress_policy_name(baseline_policies[warm]),
                                   bev[warm].iteration_s,
                                   mpress_policy_name(baseline_policies[warm]));
-            goto done;
-        }
-        if (rc == MPRESS_EINFEASIBLE) {
-            explain_short(&bev[closest], mpress_policy_name(baseline_policies[closest]), err);
             goto done;
         }
         if (rc)

@@ -105,15 +105,20 @@ int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_top
                          struct mpress_error *err);
 
 /* Solves the MILP. On success fills out (re-evaluate it with mpress_plan_evaluate) and stats
- * (objective is the MILP's predicted iteration time). MPRESS_EINFEASIBLE when nothing fits;
- * MPRESS_ESYSTEM on a solver failure or when a limit stopped it before any solution. */
+ * (objective is the MILP's predicted iteration time). Without o->warm_start it looks for a
+ * start itself (docs/cost-model.md, "Always an answer"); with a start it always returns a plan
+ * (the start itself when the solver ends without one of its own). MPRESS_EINFEASIBLE when
+ * nothing fits; MPRESS_ESYSTEM on a solver failure or when a limit stopped it before any
+ * solution and no start exists. */
 int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
                     const struct mpress_plan_options *o, struct mpress_assignment *out,
                     struct mpress_plan_solver *stats, struct mpress_error *err);
 
 /* The whole `mpress plan`: baselines, the chosen policy, evaluation, and a plan with embedded
  * copies of p and topo (already restricted). Infeasible: MPRESS_EINFEASIBLE and err names the
- * GPU that is short and by how many bytes in the closest baseline's evaluation. */
+ * GPU that is short and by how many bytes: with the MILP, under the most memory-saving actions
+ * (every tensor recomputed, optimizers on the host or not, whichever leaves less short); with
+ * a baseline policy, in its evaluation. */
 int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_plan_options *o, struct mpress_plan *out,
                        struct mpress_error *err);

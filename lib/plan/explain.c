@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mpress/sim.h"
-#include "plan/plan_internal.h"
+#include "mpress/sim.h" /* declares mpress_plan_explain */
+#include "plan_internal.h"
 #include "util/strbuf.h"
 
 static double gb(uint64_t v)
