@@ -224,7 +224,7 @@ int ilp_warm_find(const struct mpress_profile *p, const struct mpress_topology *
         struct mpress_plan_eval ev;
         struct mpress_error err;
         fewer.micro_batches = mb;
-        if (mpress_plan_baseline(p, topo, &fewer, "greedy", out, &ev, &err))
+        if (mpress_plan_baseline(p, topo, &fewer, MPRESS_POLICY_GREEDY, out, &ev, &err))
             return 1;
         if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, out, &ev, &err) == 0 &&
             ev.fits)

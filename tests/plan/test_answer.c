@@ -38,7 +38,8 @@ static int load(const char *profile, const char *server, int gpus, struct mpress
 static double best_baseline(const struct mpress_profile *p, const struct mpress_topology *t,
                             const struct mpress_plan_options *o)
 {
-    static const char *const pol[] = {"none", "recompute", "swap", "greedy"};
+    static const enum mpress_policy pol[] = {MPRESS_POLICY_NONE, MPRESS_POLICY_RECOMPUTE,
+                                             MPRESS_POLICY_SWAP, MPRESS_POLICY_GREEDY};
     double best = -1;
     for (int i = 0; i < 4; i++) {
         struct mpress_assignment a = {0};
@@ -154,7 +155,7 @@ static void start_from_fewer(void)
     struct mpress_assignment a = {0};
     struct mpress_plan_eval ev;
     struct mpress_error err;
-    CHECK(mpress_plan_baseline(&p, &t, &o16, "greedy", &a, &ev, &err) == 0);
+    CHECK(mpress_plan_baseline(&p, &t, &o16, MPRESS_POLICY_GREEDY, &a, &ev, &err) == 0);
     CHECK(mpress_plan_evaluate(&p, &t, o.schedule, 32, &a, &ev, &err) == 0);
     CHECK_MSG(ev.fits, "greedy for 16 micro-batches fits at 32");
     double at32 = ev.iteration_s;
@@ -179,7 +180,7 @@ static void infeasible_named(void)
     struct mpress_assignment a = {0};
     struct mpress_plan_eval ev;
     struct mpress_error err;
-    CHECK(mpress_plan_baseline(&p, &t, &o, "recompute", &a, &ev, &err) == 0);
+    CHECK(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_RECOMPUTE, &a, &ev, &err) == 0);
     for (int k = 0; k < a.n_stages; k++)
         a.stages[k].optimizer_on_host = 1;
     CHECK(mpress_plan_evaluate(&p, &t, o.schedule, o.micro_batches, &a, &ev, &err) == 0);
