@@ -133,6 +133,15 @@ void mpress_model_state_bytes(const struct mpress_model_config *m, int *weight, 
 double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpress_gpu_spec *gpu,
                           enum mpress_dtype dtype);
 
+/* The profile of a built model with the given times (seconds per micro-batch, fwd_s[i] and
+ * bwd_s[i] for op i): ops, model-state bytes, workspace, cut and saved-tensor bytes are the
+ * model's, a saved tensor's recompute time is its producer's forward time. Every profile made
+ * from the zoo (analytic, host) comes through here, so they differ in their times only.
+ * source and device become the profile's fields. out must be initialized; it is replaced. */
+int mpress_profile_from_model(const struct mpress_model *model, const double *fwd_s,
+                              const double *bwd_s, const char *source, const char *device,
+                              struct mpress_profile *out, struct mpress_error *err);
+
 /* The analytic profile of config m on gpu (source "analytic"). out must be initialized
  * (mpress_profile_init); it is replaced. */
 int mpress_profile_analytic(const struct mpress_model_config *m, const struct mpress_gpu_spec *gpu,
