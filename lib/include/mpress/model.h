@@ -151,7 +151,7 @@ int mpress_profile_analytic(const struct mpress_model_config *m, const struct mp
  * math (fp32 arithmetic, OpenBLAS GEMMs; docs/runtime.md, "Host profiles"), source "host",
  * device MPRESS_HOST_DEVICE. Tensor bytes are the model's, as in the analytic profile. The
  * parameters and one micro-batch's activations live in RAM while it runs. */
-#define MPRESS_HOST_DEVICE "host-emulated"
+#define MPRESS_HOST_DEVICE MPRESS_EMULATED_GPU
 struct mpress_host_profile_options {
     int warmup;             /* runs per op left out of the timing; default 2 */
     int repeat;             /* timed runs per op, the median is recorded; default 9 */
