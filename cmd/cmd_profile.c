@@ -207,7 +207,7 @@ int cmd_profile(int argc, char **argv)
         return cli_usage(cmd, "%s", import_form);
 
     if (list) {
-        if (analytic || model || model_file || import_kind)
+        if (analytic || model || model_file || import_kind || backend)
             return cli_usage(cmd, "'--list-models' takes no other mode");
         return list_models();
     }

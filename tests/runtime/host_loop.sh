@@ -65,13 +65,12 @@ expect_rc 2 "$mpress" profile --backend host --model gpt-tiny --gpu a100-80g
 expect_rc 2 "$mpress" profile --backend host --model gpt-tiny --repeat 0
 expect_rc 2 "$mpress" profile --model gpt-tiny --repeat 3
 expect_rc 2 "$mpress" profile --backend host
+expect_rc 2 "$mpress" profile --backend host --list-models
+expect_rc 2 "$mpress" profile --backend host --analytic --model gpt-tiny
 
-for model in gpt-tiny bert-tiny; do
-    # ---- the host profile: the analytic profile's bytes, this CPU's times ----------------------
-    expect_rc 0 "$mpress" profile --backend host --model "$model" --repeat 5 -o "$model.host.json"
-    expect_rc 0 "$mpress" profile --model "$model" -o "$model.analytic.json"
-    expect_rc 0 "$mpress" validate "$model.host.json"
-    python3 - "$model.host.json" "$model.analytic.json" <<'EOF'
+# same_bytes HOST ANALYTIC: every field but the times, source and device is the same.
+same_bytes() {
+    python3 - "$1" "$2" <<'EOF'
 import json, sys
 h, a = (json.load(open(f)) for f in sys.argv[1:3])
 assert h["source"] == "host" and h["device"] == "host-emulated", (h["source"], h["device"])
@@ -89,6 +88,25 @@ for oh, oa in zip(h["ops"], a["ops"]):
     assert oh == oa, (oh, oa)
 assert h["model"] == a["model"]
 EOF
+}
+
+# Other dtypes and attention: the host math runs them, the bytes are still the model's.
+expect_rc 0 "$mpress" profile --backend host --model bert-tiny --dtype fp32 --flash \
+    --micro-batch 1 --warmup 0 --repeat 1 -o v.host.json
+expect_rc 0 "$mpress" profile --model bert-tiny --dtype fp32 --flash --micro-batch 1 -o v.json
+same_bytes v.host.json v.json
+expect_rc 0 "$mpress" profile --backend host --model gpt-tiny --dtype bf16 --optimizer sgd \
+    --threads 2 -o v.host.json
+expect_rc 0 "$mpress" profile --model gpt-tiny --dtype bf16 --optimizer sgd --gpu a100-80g \
+    -o v.json
+same_bytes v.host.json v.json
+
+for model in gpt-tiny bert-tiny; do
+    # ---- the host profile: the analytic profile's bytes, this CPU's times ----------------------
+    expect_rc 0 "$mpress" profile --backend host --model "$model" --repeat 5 -o "$model.host.json"
+    expect_rc 0 "$mpress" profile --model "$model" -o "$model.analytic.json"
+    expect_rc 0 "$mpress" validate "$model.host.json"
+    same_bytes "$model.host.json" "$model.analytic.json"
 
     # ---- device memory from the model's bytes --------------------------------------------------
     read -r small large < <(python3 - "$model.host.json" <<'EOF'
