@@ -201,8 +201,8 @@ done:
 }
 
 /* A size: decimal bytes, or a decimal number followed by B, KiB, MiB, GiB or TiB (powers of
- * 1024). 0 ok, -1 not a size or 0 or beyond 64 bits. */
-static int parse_size(const char *s, uint64_t *out)
+ * 1024). 0 ok, -1 not a size, beyond 64 bits, or 0 unless zero_ok. */
+static int parse_size(const char *s, int zero_ok, uint64_t *out)
 {
     static const struct { const char *suffix; unsigned shift; } units[] = {
         {"", 0}, {"B", 0}, {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
@@ -215,7 +215,7 @@ static int parse_size(const char *s, uint64_t *out)
         return -1;
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
         if (strcmp(end, units[i].suffix) == 0) {
-            if (v == 0 || v > (UINT64_MAX >> units[i].shift))
+            if ((v == 0 && !zero_ok) || v > (UINT64_MAX >> units[i].shift))
                 return -1;
             *out = (uint64_t)v << units[i].shift;
             return 0;
@@ -252,16 +252,15 @@ static int topo_emulate(int argc, char **argv)
                                  MPRESS_MAX_GPUS, optarg);
             break;
         case 'm':
-            if (parse_size(optarg, &eo.memory_bytes))
+            if (parse_size(optarg, 0, &eo.memory_bytes))
                 return cli_usage("topo", "--memory: %s, got '%s'", size_form, optarg);
             break;
         case 'H':
-            if (parse_size(optarg, &eo.host_memory_bytes))
+            if (parse_size(optarg, 0, &eo.host_memory_bytes))
                 return cli_usage("topo", "--host-memory: %s, got '%s'", size_form, optarg);
             break;
         case 'r':
-            /* 0 is a valid reserve. */
-            if (strcmp(optarg, "0") != 0 && parse_size(optarg, &eo.reserve_bytes))
+            if (parse_size(optarg, 1, &eo.reserve_bytes))
                 return cli_usage("topo", "--reserve: %s, got '%s'", size_form, optarg);
             eo.reserve_given = 1;
             break;

@@ -39,7 +39,7 @@ assert t["nvlinks"] == [[0, 1], [1, 0]] and t["fabric"] == "nvswitch", t
 assert t["pcie_bytes_per_s"] == 1e10 and t["nvlink_bytes_per_s"] == 1e10, t
 assert t["host_memory_bytes"] == 16 << 30 and t["bandwidth_source"] == "datasheet", t
 EOF
-expect_rc 0 "$mpress" topo emulate --devices 3 --memory 1GiB --host-memory 2GiB --reserve 0 \
+expect_rc 0 "$mpress" topo emulate --devices 3 --memory 1GiB --host-memory 2GiB --reserve 0KiB \
     --measure -o m.json
 python3 - m.json <<'EOF'
 import json, sys
@@ -53,6 +53,10 @@ assert 1e9 < g["flops_fp32"] < 1e14 and 1e8 < g["hbm_bytes_per_s"] < 1e13, g
 assert t["pcie_bytes_per_s"] == g["hbm_bytes_per_s"] == t["nvlink_bytes_per_s"], t
 EOF
 expect_rc 2 "$mpress" topo emulate --devices 4 --memory 96MB -o x.json
+expect_rc 2 "$mpress" topo emulate --devices 4 --memory 0 -o x.json
+expect_rc 2 "$mpress" topo emulate --devices 4 --memory 1.5GiB -o x.json
+expect_rc 2 "$mpress" topo emulate --devices 4 --memory 99999999999999999999 -o x.json
+expect_rc 2 "$mpress" topo emulate --devices 4 --memory 16777216TiB -o x.json
 expect_rc 2 "$mpress" topo emulate --devices 0 --memory 96MiB -o x.json
 expect_rc 2 "$mpress" topo emulate --devices 33 --memory 96MiB -o x.json
 expect_rc 2 "$mpress" topo emulate --devices 4 -o x.json
