@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mpress/model.h"
 #include "runtime/host_ops.h"
@@ -87,6 +88,36 @@ static void snapshot_restore(const struct grad_snapshot *s)
         memcpy(s->dst[i], s->copy[i], s->bytes[i]);
 }
 
+/* What the reference trainer holds (parameters with their gradients and optimizer state, each
+ * op's outputs, output gradients and saved tensors) against this machine's RAM, so that a model
+ * too large is refused with a message rather than by the kernel killing the process. */
+static int check_ram(const struct mpress_model_config *c, struct mpress_error *err)
+{
+    struct mpress_model model;
+    int rc = mpress_model_build(c, &model, err);
+    if (rc)
+        return rc;
+    int wb, gb, ob;
+    mpress_model_state_bytes(c, &wb, &gb, &ob);
+    double need = (double)mpress_model_params(&model) * (wb + gb + ob);
+    for (int i = 0; i < model.n_ops; i++) {
+        const struct mpress_model_op *op = &model.ops[i];
+        for (int j = 0; j < op->n_outputs; j++)
+            need += 2.0 * (double)op->outputs[j].bytes;
+        for (int j = 0; j < op->n_saved; j++)
+            need += (double)op->saved[j].bytes;
+    }
+    mpress_model_finish(&model);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (have > 0 && need > have)
+        return mpress_error_set(err, MPRESS_EINFEASIBLE,
+                                "profiling %s on the host needs %.2f GiB of RAM for its "
+                                "parameters and one micro-batch, this machine has %.2f GiB",
+                                c->name, need / 1073741824.0, have / 1073741824.0);
+    return 0;
+}
+
 int mpress_profile_host(const struct mpress_model_config *m,
                         const struct mpress_host_profile_options *o, struct mpress_profile *out,
                         struct mpress_error *err)
@@ -97,6 +128,8 @@ int mpress_profile_host(const struct mpress_model_config *m,
                                 "a host profile needs warmup >= 0, repeat >= 1, threads >= 1");
     int rc = mpress_model_config_check(m, err);
     if (rc)
+        return rc;
+    if ((rc = check_ram(m, err)) != 0)
         return rc;
 
     /* A synthetic corpus: the timing does not depend on which bytes the tokens are, and the

@@ -71,6 +71,10 @@ expect_rc 2 "$mpress" profile --model gpt-tiny --repeat 3
 expect_rc 2 "$mpress" profile --backend host
 expect_rc 2 "$mpress" profile --backend host --list-models
 expect_rc 2 "$mpress" profile --backend host --analytic --model gpt-tiny
+# RAM no machine has (petabytes of activations) is refused before anything is allocated
+expect_rc 1 "$mpress" profile --backend host --model gpt3-13b --micro-batch 65536 -o big.json
+grep -q "needs .* GiB of RAM" last.err || fail "no RAM message: $(cat last.err)"
+[ ! -e big.json ] || fail "a failed profile wrote its output"
 
 # same_bytes HOST ANALYTIC: every field but the times, source and device is the same.
 same_bytes() {
