@@ -47,7 +47,8 @@ static void usage(FILE *out)
             "Host (no GPU needed): the same ops, bytes and saved tensors, but each op's forward\n"
             "and backward is run and timed on this CPU with the host backend's math (fp32\n"
             "arithmetic, 16-bit tensors stored as bf16, OpenBLAS GEMMs) on buffers of the\n"
-            "op's exact tensor bytes; device \"" MPRESS_HOST_DEVICE "\", source \"host\". The times\n"
+            "op's exact tensor bytes; device \"" MPRESS_HOST_DEVICE
+            "\", source \"host\". The times\n"
             "are this machine's and vary from run to run (docs/runtime.md, \"Host profiles\").\n"
             "The model's parameters and one micro-batch's activations must fit in RAM\n"
             "(else exit 1).\n"

@@ -29,7 +29,8 @@ static void usage(FILE *out)
             "         (GPU specs, bandwidths, host figures) comes from the built-in tables and is\n"
             "         listed on stderr as notes.\n"
             "emulate  writes a mpress-topology file of N emulated devices for the host\n"
-            "         backend (GPU model \"" MPRESS_EMULATED_GPU "\"), each with SIZE of memory, joined\n"
+            "         backend (GPU model \"" MPRESS_EMULATED_GPU
+            "\"), each with SIZE of memory, joined\n"
             "         to each other by an NVSwitch-like fabric (so plans may park tensors on\n"
             "         peers) and to the host by one PCIe-like switch (docs/topologies.md,\n"
             "         \"Emulated servers\").\n"
