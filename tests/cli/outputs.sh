@@ -40,3 +40,9 @@ t -o topo.json
 t -o topo.json
 cat notes.txt
 ls
+e() { "$MPRESS" topo emulate --devices 2 --memory 64MiB "$@"; echo "exit $?"; }
+e -o link.json
+e -o notes.txt
+e -o prof.json
+e -o em.json
+cat notes.txt

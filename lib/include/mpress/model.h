@@ -186,10 +186,41 @@ void mpress_optimizer_step_traffic(const struct mpress_model_config *m, double p
 double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpress_gpu_spec *gpu,
                           enum mpress_dtype dtype);
 
+/* The profile of a built model with the given times (seconds per micro-batch, fwd_s[i] and
+ * bwd_s[i] for op i): ops, model-state bytes, workspace, cut and saved-tensor bytes are the
+ * model's, a saved tensor's recompute time is its producer's forward time. Every profile made
+ * from the zoo (analytic, host) comes through here, so they differ in their times only.
+ * source and device become the profile's fields. out must be initialized; it is replaced. */
+int mpress_profile_from_model(const struct mpress_model *model, const double *fwd_s,
+                              const double *bwd_s, const char *source, const char *device,
+                              struct mpress_profile *out, struct mpress_error *err);
+
 /* The analytic profile of config m on gpu (source "analytic"). out must be initialized
  * (mpress_profile_init); it is replaced. */
 int mpress_profile_analytic(const struct mpress_model_config *m, const struct mpress_gpu_spec *gpu,
                             struct mpress_profile *out, struct mpress_error *err);
+
+/* The host profile: each op's forward and backward timed on this CPU with the host backend's
+ * math (fp32 arithmetic, OpenBLAS GEMMs; docs/runtime.md, "Host profiles"), source "host",
+ * device MPRESS_HOST_DEVICE. Tensor bytes are the model's, as in the analytic profile. The
+ * parameters and one micro-batch's activations live in RAM while it runs. */
+#define MPRESS_HOST_DEVICE MPRESS_EMULATED_GPU
+struct mpress_host_profile_options {
+    int warmup;             /* runs per op left out of the timing; default 2 */
+    int repeat;             /* timed runs per op, the median is recorded; default 9 */
+    int threads;            /* OpenBLAS threads per GEMM; default 1 */
+    uint64_t seed;          /* weights, dropout and the synthetic batch; default 1 */
+    /* Optional: called after each op's forward (done = op + 1) and backward (done = n_ops +
+     * number of backward ops timed), of total = 2 n_ops. */
+    void (*progress)(void *ctx, int done, int total, const char *op_name);
+    void *progress_ctx;
+};
+void mpress_host_profile_options_init(struct mpress_host_profile_options *o);
+/* out must be initialized; it is replaced. MPRESS_EUSAGE: bad options or config; MPRESS_ESYSTEM:
+ * out of memory. */
+int mpress_profile_host(const struct mpress_model_config *m,
+                        const struct mpress_host_profile_options *o, struct mpress_profile *out,
+                        struct mpress_error *err);
 
 /* PipeDream profiler graphs (format: data/pipedream/README.md of the shared data). */
 struct mpress_pipedream_node {

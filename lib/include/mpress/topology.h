@@ -129,6 +129,29 @@ int mpress_topology_import_as(const char *file, const char *gpu, struct mpress_t
 /* "GPU model assumed: MODEL (...)" when topo records such an assumption, else NULL. */
 const char *mpress_topology_assumption(const struct mpress_topology *topo);
 
+/* An emulated server (`mpress topo emulate`): n devices of the host backend, each a worker with
+ * its own memory arena on this machine, all joined to each other through an NVSwitch-like
+ * fabric of one port each (so plans may park tensors on peers) and to the host through one
+ * PCIe-like switch. With measure, the devices' FLOP/s are this CPU's single-thread SGEMM rate
+ * and every bandwidth is this machine's memcpy rate (bandwidth_source "measured"); without it,
+ * the fixed figures below (bandwidth_source "datasheet": nothing was measured). Details:
+ * docs/topologies.md, "Emulated servers". */
+#define MPRESS_EMULATED_GPU "host-emulated"
+#define MPRESS_EMULATED_FLOPS 5e10              /* FLOP/s of a device, not measured */
+#define MPRESS_EMULATED_BYTES_PER_S 1e10        /* every bandwidth, not measured */
+#define MPRESS_EMULATED_HOST_MEMORY (16ull << 30) /* host memory unless given */
+#define MPRESS_EMULATED_RESERVE_DIVISOR 64      /* reserve = memory / 64 unless given */
+struct mpress_topology_emulate_options {
+    int devices;                /* 1 .. MPRESS_MAX_GPUS */
+    uint64_t memory_bytes;      /* per device, > 0 */
+    uint64_t host_memory_bytes; /* 0: MPRESS_EMULATED_HOST_MEMORY */
+    int reserve_given;          /* 0: reserve = memory / MPRESS_EMULATED_RESERVE_DIVISOR */
+    uint64_t reserve_bytes;     /* with reserve_given, < memory_bytes */
+    int measure;                /* 1: time SGEMM and memcpy on this machine */
+};
+int mpress_topology_emulate(const struct mpress_topology_emulate_options *o,
+                            struct mpress_topology *out, struct mpress_error *err);
+
 #ifdef __cplusplus
 }
 #endif
