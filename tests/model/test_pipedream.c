@@ -1,6 +1,6 @@
-/* PipeDream graph import: the real GNMT profile (tests/data/pipedream) read here independently with a
- * plain scan of its lines, then compared with the importer's graph and profile; and bad files
- * rejected with their line. */
+/* PipeDream graph import: the real GNMT profile (tests/data/pipedream) read here independently
+ * with a plain scan of its lines, then compared with the importer's graph and profile; and bad
+ * files rejected with their line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,7 +249,7 @@ int main(void)
     test_kinds();
     const char *data = getenv("MPRESS_TESTDATA");
     char file[1024];
-    snprintf(file, sizeof(file), "%s/pipedream/gnmt.graph.txt", data ? data : "../tests/data");
+    snprintf(file, sizeof(file), "%s/pipedream/gnmt.graph.txt", data ? data : "tests/data");
     CHECK(access(file, R_OK) == 0);
     if (access(file, R_OK) == 0)
         test_gnmt(file);

@@ -127,7 +127,7 @@ int main(void)
     /* The real dumps too (tests/data/topologies). */
     const char *samples[] = {"dgx1-v100.nccl.xml", "v100x8-cubemesh.nvidia-smi.txt"};
     for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
-        snprintf(path, sizeof(path), "%s/topologies/%s", data ? data : "../tests/data",
+        snprintf(path, sizeof(path), "%s/topologies/%s", data ? data : "tests/data",
                  samples[i]);
         FILE *f = fopen(path, "rb");
         CHECK(f != NULL);

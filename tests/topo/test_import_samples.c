@@ -31,7 +31,7 @@ int main(void)
     char xml[1024], smi[1024];
     struct stat st;
     if (!data)
-        data = "../tests/data";
+        data = "tests/data"; /* by hand, from the source root */
     snprintf(xml, sizeof(xml), "%s/topologies/dgx1-v100.nccl.xml", data);
     snprintf(smi, sizeof(smi), "%s/topologies/v100x8-cubemesh.nvidia-smi.txt", data);
     if (stat(xml, &st) != 0 || stat(smi, &st) != 0) {
