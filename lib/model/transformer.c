@@ -331,7 +331,8 @@ static int head(struct builder *bd, int x, int emb)
 }
 
 /* Softmax cross-entropy; keeps the softmax in fp32 for backward (Korthikanti et al. 2022,
- * section 4, input and output layers: 4·s·b·v bytes). */
+ * section 4, input and output layers: 4·s·b·v bytes). BERT also keeps its NSP softmax in fp32
+ * (4·b·2 bytes), so that backward needs none of the activations it was given. */
 static int loss(struct builder *bd, int logits)
 {
     struct mpress_model_op *op = op_new(bd, MPRESS_OP_LOSS, -1);
@@ -347,6 +348,8 @@ static int loss(struct builder *bd, int logits)
     }
     add_output(op, tz("loss", MPRESS_DTYPE_FP32, self, 0, 1, 0, 0, 0));
     add_saved(op, tz("softmax", MPRESS_DTYPE_FP32, self, 0, s, b, v, 0));
+    if (bd->bert)
+        add_saved(op, tz("nsp_softmax", MPRESS_DTYPE_FP32, self, 0, b, 2, 0, 0));
     add_kernel(op, "cross_entropy", MPRESS_KERNEL_MEMORY, 0, (double)e * sbv + 4.0 * sbv +
                                                                8.0 * s * b);
     return self;

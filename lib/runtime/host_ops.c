@@ -818,7 +818,7 @@ static int softmax_xent(struct call *c, const float *z, const int64_t *labels, i
 }
 
 /* loss = mean over s·b tokens of -log softmax(logits)[label] (+ BERT: mean over b of the NSP
- * cross-entropy). */
+ * cross-entropy). Saves both softmaxes in fp32 (softmax, BERT's nsp_softmax). */
 static int loss_fwd(struct call *c)
 {
     int64_t T = c->T, V = c->V, B = c->B;
@@ -840,6 +840,8 @@ static int loss_fwd(struct call *c)
     if (c->io->out[0])
         memcpy(c->io->out[0], &loss, sizeof(loss));
     put_saved(c, "softmax", p);
+    if (c->bert)
+        put_saved(c, "nsp_softmax", pn);
     sc_free(&c->sc);
     return 0;
 }
@@ -850,8 +852,7 @@ static int loss_bwd(struct call *c)
     float dl;
     memcpy(&dl, c->io->dout[0], sizeof(dl));
     float *p = load_saved(c, "softmax");
-    float *zn = c->bert ? sc_load(&c->sc, c->io->in[2], c->act, (size_t)(B * 2)) : NULL;
-    float *pn = c->bert ? sc_f(&c->sc, (size_t)(B * 2)) : NULL;
+    float *pn = c->bert ? load_saved(c, "nsp_softmax") : NULL;
     if (c->sc.failed)
         return nomem(c);
     const int64_t *labels = c->io->in[1];
@@ -865,15 +866,14 @@ static int loss_bwd(struct call *c)
     }
     acc(c->io->din[0], c->act, p, (size_t)(T * V));
     if (c->bert) {
-        double unused;
-        int rc = softmax_xent(c, zn, c->io->in[3], B, 2, 0, pn, &unused);
-        if (rc)
-            return rc;
         const int64_t *nl = c->io->in[3];
         float gn = dl / (float)B;
-        for (int64_t r = 0; r < B; r++)
+        for (int64_t r = 0; r < B; r++) {
+            if (nl[r] < 0 || nl[r] >= 2)
+                return fail(c, MPRESS_EINPUT, "label out of range");
             for (int64_t j = 0; j < 2; j++)
                 pn[r * 2 + j] = (pn[r * 2 + j] - (j == nl[r] ? 1.0f : 0.0f)) * gn;
+        }
         acc(c->io->din[2], c->act, pn, (size_t)(B * 2));
     }
     sc_free(&c->sc);
@@ -980,11 +980,10 @@ int mpress_host_backward(const struct mpress_model *m, int op,
         if (!io->dout[i])
             return mpress_error_set(err, MPRESS_EUSAGE, "op %s: gradient of %s has no buffer",
                                     c.op->name, c.op->outputs[i].role);
-    /* backward reads the data-loader inputs, and BERT's loss its NSP logits */
+    /* backward reads the data-loader inputs, no activation input */
     for (int i = 0; i < c.op->n_inputs; i++) {
         const struct mpress_model_tensor *t = &c.op->inputs[i];
-        int needed = t->producer < 0 || (strcmp(c.op->kind, "loss") == 0 && i == 2);
-        if (needed && !io->in[i])
+        if (t->producer < 0 && !io->in[i])
             return mpress_error_set(err, MPRESS_EUSAGE, "op %s: input %s has no buffer",
                                     c.op->name, t->role);
     }

@@ -72,8 +72,8 @@ void mpress_host_hparams_default(struct mpress_host_hparams *hp);
  * forward reads in[] and w[], writes out[] and saved[] (either may be NULL: not wanted, e.g.
  * a recompute that only needs saved tensors).
  * backward reads saved[], dout[] (the gradients of the outputs; for `loss` the fp32 gradient of
- * the loss), w[], the data-loader inputs among in[] (token ids and labels: embedding, loss) and,
- * for BERT's loss only, in[2] (the NSP logits, 2·b values: the model saves no NSP softmax).
+ * the loss), w[] and the data-loader inputs among in[] (token ids and labels: embedding, loss);
+ * never an activation input (BERT's loss reads its saved nsp_softmax, not the NSP logits).
  * It accumulates into din[] (gradients of the activation inputs; NULL: not wanted; the caller
  * zeroes them before the first contribution) and into dw[] (weight gradients, the weight's
  * dtype; NULL: not wanted). Accumulating a stored value rounds once per call, so the order of

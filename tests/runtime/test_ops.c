@@ -340,9 +340,9 @@ static void test_recompute(const char *name, const char *dtype, int flash)
     free(data);
 }
 
-/* Backward reads only saved tensors, output gradients, weights and data-loader inputs (and
- * BERT's NSP logits): with every other activation poisoned (NaN) and its input pointers NULL,
- * a micro-batch's weight gradients are bit-identical to the trainer's. */
+/* Backward reads only saved tensors, output gradients, weights and data-loader inputs: with
+ * every activation poisoned (NaN) and its input pointers NULL, a micro-batch's weight gradients
+ * are bit-identical to the trainer's. */
 static void test_backward_reads(const char *name, const char *dtype, int flash)
 {
     size_t n;
@@ -367,17 +367,16 @@ static void test_backward_reads(const char *name, const char *dtype, int flash)
         mpress_host_trainer_io(b, i, &io);
         CHECK(mpress_host_forward(m, i, &o.hp, &k, &io, &err) == 0);
     }
-    int last = m->n_ops - 1, bert = strcmp(c.family, "bert") == 0;
+    int last = m->n_ops - 1;
     for (int i = 0; i < last; i++)
         for (int j = 0; j < m->ops[i].n_outputs; j++)
-            if (!(bert && strcmp(m->ops[i].kind, "head") == 0 && j == 1))
-                memset(b->out[i][j], 0xff, (size_t)m->ops[i].outputs[j].bytes);
+            memset(b->out[i][j], 0xff, (size_t)m->ops[i].outputs[j].bytes);
     memcpy(b->dout[last][0], &b->loss_grad, sizeof(float));
     for (int i = last; i >= 0; i--) {
         struct mpress_rng_key k = {o.seed, 0, 0, (uint32_t)i};
         mpress_host_trainer_io(b, i, &io);
         for (int j = 0; j < m->ops[i].n_inputs; j++)
-            if (m->ops[i].inputs[j].producer >= 0 && !(bert && i == last && j == 2))
+            if (m->ops[i].inputs[j].producer >= 0)
                 io.in[j] = NULL;
         memset(io.out, 0, sizeof(io.out));
         int rc = mpress_host_backward(m, i, &o.hp, &k, &io, &err);
@@ -391,6 +390,72 @@ static void test_backward_reads(const char *name, const char *dtype, int flash)
     CHECK_MSG(same, "%s %s: gradients differ without the activations", name, dtype);
     mpress_host_trainer_destroy(a);
     mpress_host_trainer_destroy(b);
+    free(data);
+}
+
+/* BERT's loss keeps its NSP softmax (fp32 [b, 2], produced by the loss itself), and its
+ * backward gives the same gradients, bit for bit, when the nsp_logits input it was run on is
+ * overwritten with NaN after forward; the NSP gradient is finite and not all zero. */
+static void test_loss_nsp(const char *dtype)
+{
+    size_t n;
+    uint8_t *data = corpus(&n);
+    struct mpress_model_config c;
+    CHECK(mpress_model_find("bert-tiny", &c) == 0);
+    snprintf(c.dtype, sizeof(c.dtype), "%s", dtype);
+    struct mpress_host_trainer_options o;
+    mpress_host_trainer_options_default(&o);
+    struct mpress_host_trainer *t;
+    struct mpress_error err;
+    CHECK(mpress_host_trainer_create(&c, &o, data, n, &t, &err) == 0);
+    const struct mpress_model *m = &t->model;
+    int last = m->n_ops - 1;
+    const struct mpress_model_op *lo = &m->ops[last];
+    CHECK_STR(lo->kind, "loss");
+    CHECK_INT(lo->n_saved, 2);
+    CHECK_STR(lo->saved[1].role, "nsp_softmax");
+    CHECK(lo->saved[1].dtype == MPRESS_DTYPE_FP32);
+    CHECK_INT(lo->saved[1].producer, last);
+    CHECK_INT(lo->saved[1].bytes, 4 * 2 * c.micro_batch);
+    CHECK_STR(lo->inputs[2].role, "nsp_logits");
+    CHECK(mpress_host_batch_fill(&c, data, n, o.seed, 0, 0, &t->batch, &err) == 0);
+    struct mpress_host_io io;
+    for (int i = 0; i < m->n_ops; i++) {
+        struct mpress_rng_key k = {o.seed, 0, 0, (uint32_t)i};
+        mpress_host_trainer_io(t, i, &io);
+        CHECK(mpress_host_forward(m, i, &o.hp, &k, &io, &err) == 0);
+    }
+    memcpy(t->dout[last][0], &t->loss_grad, sizeof(float));
+    size_t zb = (size_t)lo->inputs[0].bytes, nb = (size_t)lo->inputs[2].bytes;
+    void *dz[2] = {calloc(1, zb), calloc(1, zb)}, *dn[2] = {calloc(1, nb), calloc(1, nb)};
+    struct mpress_rng_key k = {o.seed, 0, 0, (uint32_t)last};
+    for (int r = 0; r < 2; r++) {
+        if (r == 1)   /* all-ones bytes: NaN in fp32, fp16 and bf16 */
+            memset((void *)t->out[lo->inputs[2].producer][lo->inputs[2].producer_output], 0xff,
+                   nb);
+        mpress_host_trainer_io(t, last, &io);
+        io.din[0] = dz[r];
+        io.din[2] = dn[r];
+        int rc = mpress_host_backward(m, last, &o.hp, &k, &io, &err);
+        CHECK_MSG(rc == 0, "%s", err.text);
+    }
+    CHECK_MSG(memcmp(dz[0], dz[1], zb) == 0 && memcmp(dn[0], dn[1], nb) == 0,
+              "bert-tiny %s: the loss backward depends on its nsp_logits input", dtype);
+    size_t ng = (size_t)(2 * c.micro_batch);
+    float *g = malloc(ng * sizeof(float));
+    mpress_host_load(g, dn[0], lo->inputs[2].dtype, ng);
+    int finite = 1, nonzero = 0;
+    for (size_t i = 0; i < ng; i++) {
+        finite &= isfinite(g[i]) != 0;
+        nonzero |= g[i] != 0;
+    }
+    free(g);
+    CHECK(finite && nonzero);
+    for (int r = 0; r < 2; r++) {
+        free(dz[r]);
+        free(dn[r]);
+    }
+    mpress_host_trainer_destroy(t);
     free(data);
 }
 
@@ -408,5 +473,8 @@ int main(void)
     test_backward_reads("gpt-tiny", "fp32", 1);
     test_backward_reads("bert-tiny", "bf16", 0);
     test_backward_reads("bert-tiny", "fp32", 1);
+    test_loss_nsp("fp32");
+    test_loss_nsp("bf16");
+    test_loss_nsp("fp16");
     return check_done();
 }
