@@ -510,6 +510,57 @@ static void test_rejects(void)
 }
 
 
+/* The D2D share that the plan loader and the evaluator refuse (GPU 4 -> GPU 1 on dgx1, no
+ * NVLink between them) is refused by the simulator too, handed the plan directly, with the
+ * same message and JSON path; GPU 4 -> GPU 5 (an NVLink peer) lowers. */
+static void test_rejects_d2d_no_nvlink(void)
+{
+    const char *src = getenv("MPRESS_SRCDIR");
+    char file[4096];
+    snprintf(file, sizeof(file), "%s/plans/gpt3-6.7b.dgx1.json", src ? src : ".");
+    struct mpress_plan plan;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    mpress_plan_init(&plan);
+    CHECK_MSG(mpress_plan_load(file, &plan, &err) == 0, "%s", err.text);
+    if (err.code) {
+        mpress_plan_finish(&plan);
+        return;
+    }
+    int k = 0, j = 0;
+    while (k < plan.n_stages && plan.stages[k].gpu != 4)
+        k++;
+    CHECK(k < plan.n_stages);
+    if (k == plan.n_stages) {
+        mpress_plan_finish(&plan);
+        return;
+    }
+    while (plan.actions[j].op < plan.stages[k].first_op)
+        j++;
+    struct mpress_plan_action *a = &plan.actions[j];
+    a->action = MPRESS_ACTION_D2D_SWAP;
+    a->n_peers = 1;
+    a->peers[0] = 1;
+    a->peer_bytes[0] = plan.profile.ops[a->op].tensors[a->tensor].bytes;
+    a->evict_after_op = a->prefetch_before_op = a->op;
+    struct mpress_sim_options o;
+    mpress_sim_options_init(&o);
+    o.iterations = 1;
+    struct mpress_sim *s = NULL;
+    CHECK_INT(mpress_sim_run(&plan, &o, &s, &err), MPRESS_EINPUT);
+    CHECK(s == NULL);
+    char want[64];
+    snprintf(want, sizeof(want), "actions[%d].peers[0].gpu", j);
+    CHECK(strcmp(err.path, want) == 0);
+    CHECK(strstr(err.text, "GPU 1 has no NVLink to GPU 4, which runs the tensor's stage") !=
+          NULL);
+    a->peers[0] = 5;
+    mpress_error_clear(&err);
+    CHECK_MSG(mpress_sim_run(&plan, &o, &s, &err) == 0, "%s", err.text);
+    mpress_sim_destroy(s);
+    mpress_plan_finish(&plan);
+}
+
 /* NVSwitch: any pair runs at full rate but a GPU's ports are shared by everything it sends.
  * One port of 2 GB/s per GPU; stage 0 parks a 1 GB tensor as two 0.5 GB shares on gpus 2 and 1.
  *   At 1: activation mb0 (1 GB, engine 0->1) and share 0 (engine 0->2) share gpu0's out port,
@@ -848,6 +899,7 @@ int main(void)
     test_schedules_in_flight();
     test_out_of_memory();
     test_rejects();
+    test_rejects_d2d_no_nvlink();
     test_nvswitch_ports();
     test_host_optimizer();
     test_wait_for_memory();
