@@ -501,6 +501,11 @@ static void test_rejects(void)
     f.plan.n_actions = 1;
     CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
     CHECK(strstr(err.text, "no action for tensor \"op1.t\"") != NULL);
+    /* beyond the plan rules, lowering needs a lookahead it can count back from */
+    fixture_init(&f, 2, GB);
+    f.plan.prefetch_lookahead = -1;
+    CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
+    CHECK(strcmp(err.path, "prefetch_lookahead") == 0);
     fixture_init(&f, 2, GB);
     add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
     f.plan.topology.pcie_bytes_per_s = 0;
