@@ -59,6 +59,9 @@ struct mpress_sched {
 
 /* lower.c */
 int sched_lower(struct mpress_sched *s, struct mpress_error *err);
+/* The optimizer step's traffic of stage k of plan (mpress_sched_step_traffic). */
+void sched_step_traffic(const struct mpress_plan *plan, int k,
+                        struct mpress_optimizer_traffic *out);
 /* sched.c */
 int sched_grow(void **p, int *cap, int need, size_t size);
 

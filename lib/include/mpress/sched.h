@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mpress/error.h"
+#include "mpress/model.h"
 #include "mpress/plan.h"
 
 #ifdef __cplusplus
@@ -163,6 +164,12 @@ const struct mpress_mem_delta *mpress_sched_mem_start(const struct mpress_sched 
                                                       int *n);
 const struct mpress_mem_delta *mpress_sched_mem_end(const struct mpress_sched *s, int i, int *n);
 const struct mpress_mem_delta *mpress_sched_mem_initial(const struct mpress_sched *s, int *n);
+
+/* The optimizer step of stage k (one per iteration): the bytes it reads and writes where it
+ * runs and, for a host step, what crosses PCIe (the GRAD_D2H and WEIGHTS_H2D tasks' bytes),
+ * from mpress_optimizer_step_traffic over the stage's model states, the planner's count. */
+void mpress_sched_step_traffic(const struct mpress_sched *s, int stage,
+                               struct mpress_optimizer_traffic *out);
 
 #ifdef __cplusplus
 }
