@@ -312,6 +312,13 @@ static void test_errors(void)
         mpress_trace_destroy(t);
     }
     CHECK_INT(mpress_trace_load("/nonexistent/x.events", &t, &err), MPRESS_EINPUT);
+
+    /* a device line without its index: the library returns MPRESS_EINPUT too, not 1 */
+    snprintf(buf, sizeof(buf), "%s{\"ev\":\"device\",\"name\":\"GPU\",\"memory\":1000}\n",
+             hdr);
+    CHECK_INT(parse(buf, &t, &err), MPRESS_EINPUT);
+    CHECK_INT(err.line, 2);
+    CHECK_STR(err.path, "dev");
 }
 
 /* tail.events: step 0 (warm-up) and step 1 each allocate 100 B in fwd:x and free it in bwd:x;
