@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 #include "mpress/sim.h"
-#include "plan/plan_internal.h"
-#include "util/strbuf.h"
+#include "plan_internal.h"
+#include "strbuf.h"
 
 static double gb(uint64_t v)
 {

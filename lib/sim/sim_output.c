@@ -9,7 +9,7 @@
 
 #include "config.h"
 #include "mpress/run_report.h"
-#include "util/strbuf.h"
+#include "strbuf.h"
 
 /* ---- memory replay ----------------------------------------------------------------------- */
 
