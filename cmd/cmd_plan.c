@@ -106,8 +106,8 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
                st->optimizer_on_host ? "host" : "gpu");
     }
 
-    printf("\nmemory per GPU at its peak (# states, = activations, + parked, - other; width = "
-           "capacity)\n");
+    printf("\nmemory per GPU at its peak in GiB (# states, = activations, + parked, - other; "
+           "width = capacity)\n");
     for (int g = 0; g < plan->n_gpus; g++) {
         const struct mpress_plan_gpu *m = &plan->gpus[g];
         enum { W = 40 };

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/host_ops.h"
+#include "host_ops.h"
 
 void mpress_host_hparams_default(struct mpress_host_hparams *hp)
 {

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "mpress/model.h"
-#include "runtime/host_ops.h"
+#include "host_ops.h"
 
 void mpress_host_profile_options_init(struct mpress_host_profile_options *o)
 {

@@ -3,7 +3,7 @@
  * 4.3 (multipliers, Weyl key schedule); the test checks the Random123 known-answer vectors. */
 #include <string.h>
 
-#include "runtime/host_ops.h"
+#include "host_ops.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u

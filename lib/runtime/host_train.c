@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/host_ops.h"
+#include "host_ops.h"
 
 /* ---- parameters -------------------------------------------------------------------------- */
 

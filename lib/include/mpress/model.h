@@ -12,6 +12,7 @@
 #include "mpress/error.h"
 #include "mpress/profile.h"
 #include "mpress/topology.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,8 +37,11 @@ enum mpress_dtype {
     MPRESS_DTYPE_U8 = 3,   /* dropout masks */
     MPRESS_DTYPE_I64 = 4,  /* token ids, labels */
 };
+MPRESS_API
 const char *mpress_dtype_name(enum mpress_dtype t);          /* "fp16", ... */
+MPRESS_API
 int mpress_dtype_size(enum mpress_dtype t);                  /* bytes per element */
+MPRESS_API
 int mpress_dtype_parse(const char *s, enum mpress_dtype *out); /* 0 ok, -1 unknown */
 
 #define MPRESS_MODEL_MAX_DIMS 4
@@ -95,7 +99,9 @@ enum mpress_op_kind {
     MPRESS_OP_LOSS = 13,
 };
 #define MPRESS_N_OP_KINDS 14
+MPRESS_API
 const char *mpress_op_kind_name(enum mpress_op_kind k);           /* "ln1", ...; "unknown" */
+MPRESS_API
 int mpress_op_kind_parse(const char *s, enum mpress_op_kind *out); /* 0 ok, -1 unknown */
 
 struct mpress_model_op {
@@ -123,9 +129,12 @@ struct mpress_model {
 };
 
 /* Named configs. find: 0 and *out filled, -1 when unknown. names: NULL-terminated. */
+MPRESS_API
 int mpress_model_find(const char *name, struct mpress_model_config *out);
+MPRESS_API
 const char *const *mpress_model_names(void);
 /* Published parameter count of a named config (the number in its name / paper), 0 if none. */
+MPRESS_API
 double mpress_model_published_params(const char *name);
 
 /* The supported range of each integer field of a config (docs/models.md), the one statement
@@ -139,29 +148,38 @@ double mpress_model_published_params(const char *name);
 #define MPRESS_MODEL_MAX_MICRO_BATCH (1 << 16)
 /* [*lo, *hi] of field ("layers", "hidden", "heads", "ffn", "seq", "vocab", "micro_batch"):
  * 0, or -1 for another name. */
+MPRESS_API
 int mpress_model_config_range(const char *field, int *lo, int *hi);
 
 /* Checks a config (ranges, hidden divisible by heads, sizes that fit 64-bit byte counts).
  * Failures are MPRESS_EUSAGE with the offending field in err->path. */
+MPRESS_API
 int mpress_model_config_check(const struct mpress_model_config *m, struct mpress_error *err);
 
 /* Reads an mpress-model v1 file (docs/models.md). */
 #define MPRESS_MODEL_FORMAT "mpress-model"
 #define MPRESS_MODEL_VERSION 1
+MPRESS_API
 int mpress_model_config_load(const char *file, struct mpress_model_config *out,
                              struct mpress_error *err);
 
 /* Builds the op list of a config. finish accepts a zeroed struct. */
+MPRESS_API
 int mpress_model_build(const struct mpress_model_config *m, struct mpress_model *out,
                        struct mpress_error *err);
+MPRESS_API
 void mpress_model_finish(struct mpress_model *model);
 
 /* Facts of a built model, per micro-batch. */
+MPRESS_API
 uint64_t mpress_model_params(const struct mpress_model *model);
+MPRESS_API
 double mpress_model_flops(const struct mpress_model *model);  /* forward + backward */
+MPRESS_API
 uint64_t mpress_model_layer_saved_bytes(const struct mpress_model *model, int layer);
 /* Model-state bytes per parameter for the config's dtype and optimizer (ZeRO, Rajbhandari et
  * al. 2020): weights, gradients, optimizer states. */
+MPRESS_API
 void mpress_model_state_bytes(const struct mpress_model_config *m, int *weight, int *grad,
                               int *optim);
 
@@ -178,11 +196,13 @@ struct mpress_optimizer_traffic {
     double pcie_down_bytes; /* host step: gradients, GPU -> host */
     double pcie_up_bytes;   /* host step: updated weights, host -> GPU */
 };
+MPRESS_API
 void mpress_optimizer_step_traffic(const struct mpress_model_config *m, double param_bytes,
                                    double grad_bytes, double optim_bytes,
                                    struct mpress_optimizer_traffic *out);
 
 /* Roofline time of one kernel on gpu for the activation dtype. */
+MPRESS_API
 double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpress_gpu_spec *gpu,
                           enum mpress_dtype dtype);
 
@@ -191,12 +211,14 @@ double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpre
  * model's, a saved tensor's recompute time is its producer's forward time. Every profile made
  * from the zoo (analytic, host) comes through here, so they differ in their times only.
  * source and device become the profile's fields. out must be initialized; it is replaced. */
+MPRESS_API
 int mpress_profile_from_model(const struct mpress_model *model, const double *fwd_s,
                               const double *bwd_s, const char *source, const char *device,
                               struct mpress_profile *out, struct mpress_error *err);
 
 /* The analytic profile of config m on gpu (source "analytic"). out must be initialized
  * (mpress_profile_init); it is replaced. */
+MPRESS_API
 int mpress_profile_analytic(const struct mpress_model_config *m, const struct mpress_gpu_spec *gpu,
                             struct mpress_profile *out, struct mpress_error *err);
 
@@ -215,9 +237,11 @@ struct mpress_host_profile_options {
     void (*progress)(void *ctx, int done, int total, const char *op_name);
     void *progress_ctx;
 };
+MPRESS_API
 void mpress_host_profile_options_init(struct mpress_host_profile_options *o);
 /* out must be initialized; it is replaced. MPRESS_EUSAGE: bad options or config; MPRESS_ESYSTEM:
  * out of memory. */
+MPRESS_API
 int mpress_profile_host(const struct mpress_model_config *m,
                         const struct mpress_host_profile_options *o, struct mpress_profile *out,
                         struct mpress_error *err);
@@ -243,13 +267,16 @@ struct mpress_pipedream_graph {
     int *order;             /* node indices in the deterministic topological order */
 };
 /* Parses the file and orders the nodes (Kahn's algorithm, smallest node number first). */
+MPRESS_API
 int mpress_pipedream_load(const char *file, struct mpress_pipedream_graph *out,
                           struct mpress_error *err);
+MPRESS_API
 void mpress_pipedream_finish(struct mpress_pipedream_graph *g);
 
 /* The graph as a profile: one op per node in topological order (name = node id, kind = the
  * module description), times ms -> s, parameters as fp32, one saved tensor per op of its
  * activation size, output_bytes = all activations crossing a cut after the op. */
+MPRESS_API
 int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out,
                                     struct mpress_error *err);
 

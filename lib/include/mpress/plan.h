@@ -10,6 +10,7 @@
 #include "mpress/json.h"
 #include "mpress/profile.h"
 #include "mpress/topology.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,7 +23,9 @@ enum mpress_action {
     MPRESS_ACTION_D2D_SWAP = 3,
 };
 #define MPRESS_N_ACTIONS 4      /* number of enum mpress_action values */
+MPRESS_API
 const char *mpress_action_name(enum mpress_action a); /* "keep", "recompute", ... */
+MPRESS_API
 int mpress_action_parse(const char *s, enum mpress_action *out); /* 0 ok, -1 unknown */
 
 enum mpress_schedule {
@@ -30,7 +33,9 @@ enum mpress_schedule {
     MPRESS_SCHEDULE_GPIPE = 1,
     MPRESS_SCHEDULE_ASYNC = 2,   /* PipeDream-style 1F1B with stashed weight versions */
 };
+MPRESS_API
 const char *mpress_schedule_name(enum mpress_schedule s); /* "1f1b", "gpipe", "async" */
+MPRESS_API
 int mpress_schedule_parse(const char *s, enum mpress_schedule *out);
 
 struct mpress_plan_stage {
@@ -107,7 +112,9 @@ struct mpress_plan {
     struct mpress_plan_baseline baselines[MPRESS_MAX_BASELINES];
 };
 
+MPRESS_API
 void mpress_plan_init(struct mpress_plan *plan);
+MPRESS_API
 void mpress_plan_finish(struct mpress_plan *plan);    /* frees; accepts zeroed structs */
 
 /* Supported sizes of a plan (docs/formats.md, "Limits"). Stages are at most the topology's
@@ -134,6 +141,7 @@ struct mpress_plan_fault {
  * micro_batches in [1, MPRESS_MAX_MICRO_BATCHES] and within MPRESS_MAX_SCHEDULE_SLOTS.
  * Returns 0, or MPRESS_EINPUT with the reason in err->text, err->path = fault->path (err and
  * fault may be NULL). */
+MPRESS_API
 int mpress_plan_check(const struct mpress_profile *p, const struct mpress_topology *t,
                       int micro_batches, int n_stages, const struct mpress_plan_stage *stages,
                       int n_actions, const struct mpress_plan_action *actions,
@@ -142,12 +150,16 @@ int mpress_plan_check(const struct mpress_profile *p, const struct mpress_topolo
 /* mpress-plan v1 */
 #define MPRESS_PLAN_FORMAT "mpress-plan"
 #define MPRESS_PLAN_VERSION 1
+MPRESS_API
 int mpress_plan_load(const char *file, struct mpress_plan *out, struct mpress_error *err);
+MPRESS_API
 json_t *mpress_plan_to_json(const struct mpress_plan *plan);
+MPRESS_API
 int mpress_plan_save(const char *file, const struct mpress_plan *plan, struct mpress_error *err);
 
 /* "mpress-topology", "mpress-profile" or "mpress-plan" of a file, after full validation with
  * the matching loader. kind receives the format name. */
+MPRESS_API
 int mpress_validate_file(const char *file, char *kind, size_t kind_size,
                          struct mpress_error *err);
 

@@ -9,6 +9,7 @@
 #include "mpress/plan.h"
 #include "mpress/profile.h"
 #include "mpress/topology.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,8 +25,10 @@ struct mpress_assignment {
 };
 
 /* Allocates one keep action per saved tensor of p (stages left empty). */
+MPRESS_API
 int mpress_assignment_init(struct mpress_assignment *a, const struct mpress_profile *p,
                            struct mpress_error *err);
+MPRESS_API
 void mpress_assignment_finish(struct mpress_assignment *a); /* accepts zeroed structs */
 
 /* What the cost model predicts for one assignment. */
@@ -52,6 +55,7 @@ struct mpress_plan_eval {
  * JSON path in err->path) when the assignment breaks the plan rules of mpress_plan_check; a
  * plan that does not fit is still evaluated (ev->fits = 0). Byte sums saturate at UINT64_MAX
  * (such a plan never fits); times may come out infinite for absurd inputs. */
+MPRESS_API
 int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
                          enum mpress_schedule schedule, int micro_batches,
                          const struct mpress_assignment *a, struct mpress_plan_eval *ev,
@@ -74,7 +78,9 @@ enum mpress_policy {
     MPRESS_POLICY_NONE = 4,
 };
 #define MPRESS_N_POLICIES 5
+MPRESS_API
 const char *mpress_policy_name(enum mpress_policy p); /* "ilp", "greedy", ...; "unknown" */
+MPRESS_API
 int mpress_policy_parse(const char *s, enum mpress_policy *out); /* 0 ok, -1 unknown */
 
 struct mpress_plan_options {
@@ -95,10 +101,12 @@ struct mpress_plan_options {
 };
 
 /* Defaults: 1f1b, 16 micro-batches, ilp, automatic cuts, gap 1 %, 5000 nodes, no time limit. */
+MPRESS_API
 void mpress_plan_options_init(struct mpress_plan_options *o);
 
 /* Builds the assignment of one baseline policy (any but MPRESS_POLICY_ILP) and evaluates it.
  * Returns 0 with ev->fits telling whether it fits. */
+MPRESS_API
 int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_topology *topo,
                          const struct mpress_plan_options *o, enum mpress_policy policy,
                          struct mpress_assignment *out, struct mpress_plan_eval *ev,
@@ -110,6 +118,7 @@ int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_top
  * (the start itself when the solver ends without one of its own). MPRESS_EINFEASIBLE when
  * nothing fits; MPRESS_ESYSTEM on a solver failure or when a limit stopped it before any
  * solution and no start exists. */
+MPRESS_API
 int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
                     const struct mpress_plan_options *o, struct mpress_assignment *out,
                     struct mpress_plan_solver *stats, struct mpress_error *err);
@@ -119,6 +128,7 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
  * GPU that is short and by how many bytes: with the MILP, under the most memory-saving actions
  * (every tensor recomputed, optimizers on the host or not, whichever leaves less short); with
  * a baseline policy, in its evaluation. */
+MPRESS_API
 int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_plan_options *o, struct mpress_plan *out,
                        struct mpress_error *err);

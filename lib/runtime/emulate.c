@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/host_ops.h"
+#include "host_ops.h"
 #include "topo_internal.h"
 
 /* Square SGEMM size and memcpy bytes of the measurement: large enough that a call takes
