@@ -8,6 +8,8 @@
 
 #include "mpress/plan.h"
 
+static void path_format(struct mpress_plan_fault *f);
+
 /* Records the fault and formats the message; returns MPRESS_EINPUT. */
 static int fault_at(struct mpress_plan_fault *f, struct mpress_error *err, int stage, int action,
                     int op, int tensor, int peer, const char *fmt, ...)
@@ -19,7 +21,8 @@ static int fault_at(struct mpress_plan_fault *f, struct mpress_error *err, int s
 static int fault_at(struct mpress_plan_fault *f, struct mpress_error *err, int stage, int action,
                     int op, int tensor, int peer, const char *fmt, ...)
 {
-    /* f->path is filled by the caller before the call. */
+    /* The caller recorded the path (path_stage, path_action, path_peer, path_plain). */
+    path_format(f);
     f->stage = stage;
     f->action = action;
     f->op = op;
@@ -36,25 +39,62 @@ static int fault_at(struct mpress_plan_fault *f, struct mpress_error *err, int s
     return MPRESS_EINPUT;
 }
 
+/* The path of the field under check, recorded as indices and formatted only when a fault is
+ * found: the evaluator checks every assignment the baselines try, and formatting a path per
+ * field would dominate its time. Thread-local, so concurrent checks do not share it. */
+static _Thread_local struct {
+    int kind; /* 0: f->path is already set; 1 stages[a].key; 2 actions[a](.key); 3 peers */
+    int a, b;
+    const char *key;
+} pending;
+
 static void path_stage(struct mpress_plan_fault *f, int k, const char *key)
 {
-    mpress_json_path_index(f->path, sizeof(f->path), "stages", (size_t)k);
-    mpress_json_path_key(f->path, sizeof(f->path), f->path, key);
+    (void)f;
+    pending.kind = 1, pending.a = k, pending.b = 0, pending.key = key;
 }
 
 /* actions[j], and its member key unless key is "". */
 static void path_action(struct mpress_plan_fault *f, int j, const char *key)
 {
-    mpress_json_path_index(f->path, sizeof(f->path), "actions", (size_t)j);
-    if (key[0])
-        mpress_json_path_key(f->path, sizeof(f->path), f->path, key);
+    (void)f;
+    pending.kind = 2, pending.a = j, pending.b = 0, pending.key = key;
 }
 
 static void path_peer(struct mpress_plan_fault *f, int j, int q, const char *key)
 {
-    path_action(f, j, "peers");
-    mpress_json_path_index(f->path, sizeof(f->path), f->path, (size_t)q);
-    mpress_json_path_key(f->path, sizeof(f->path), f->path, key);
+    (void)f;
+    pending.kind = 3, pending.a = j, pending.b = q, pending.key = key;
+}
+
+static void path_plain(struct mpress_plan_fault *f, const char *path)
+{
+    pending.kind = 0;
+    snprintf(f->path, sizeof(f->path), "%s", path);
+}
+
+static void path_format(struct mpress_plan_fault *f)
+{
+    switch (pending.kind) {
+    case 1:
+        mpress_json_path_index(f->path, sizeof(f->path), "stages", (size_t)pending.a);
+        mpress_json_path_key(f->path, sizeof(f->path), f->path, pending.key);
+        break;
+    case 2:
+        mpress_json_path_index(f->path, sizeof(f->path), "actions", (size_t)pending.a);
+        if (pending.key[0])
+            mpress_json_path_key(f->path, sizeof(f->path), f->path, pending.key);
+        break;
+    case 3:
+        mpress_json_path_index(f->path, sizeof(f->path), "actions", (size_t)pending.a);
+        mpress_json_path_key(f->path, sizeof(f->path), f->path, "peers");
+        mpress_json_path_index(f->path, sizeof(f->path), f->path, (size_t)pending.b);
+        mpress_json_path_key(f->path, sizeof(f->path), f->path, pending.key);
+        break;
+    default:
+        break;
+    }
+    pending.kind = 0;
 }
 
 static int check_stages(const struct mpress_profile *p, const struct mpress_topology *t,
@@ -62,7 +102,7 @@ static int check_stages(const struct mpress_profile *p, const struct mpress_topo
                         struct mpress_plan_fault *f, struct mpress_error *err)
 {
     if (n_stages < 1 || n_stages > t->n_gpus || !stages) {
-        snprintf(f->path, sizeof(f->path), "stages");
+        path_plain(f, "stages");
         return fault_at(f, err, -1, -1, -1, -1, -1,
                         "expected 1 to %d stages (one GPU each), got %d", t->n_gpus, n_stages);
     }
@@ -176,7 +216,7 @@ static int check_actions(const struct mpress_profile *p, const struct mpress_top
         for (int ti = 0; ti < p->ops[i].n_tensors; ti++, j++) {
             const struct mpress_saved_tensor *ts = &p->ops[i].tensors[ti];
             if (j >= n_actions) {
-                snprintf(f->path, sizeof(f->path), "actions");
+                path_plain(f, "actions");
                 return fault_at(f, err, k, -1, i, ti, -1,
                                 "no action for tensor \"%s\" (ops[%d].tensors[%d]): every "
                                 "saved tensor needs exactly one",
@@ -239,7 +279,7 @@ int mpress_plan_check(const struct mpress_profile *p, const struct mpress_topolo
     memset(f, 0, sizeof(*f));
     f->stage = f->action = f->op = f->tensor = f->peer = -1;
     if (micro_batches < 1 || micro_batches > MPRESS_MAX_MICRO_BATCHES) {
-        snprintf(f->path, sizeof(f->path), "micro_batches");
+        path_plain(f, "micro_batches");
         return fault_at(f, err, -1, -1, -1, -1, -1,
                         "expected 1 to %d micro-batches (the supported limit), got %d",
                         MPRESS_MAX_MICRO_BATCHES, micro_batches);
@@ -247,19 +287,19 @@ int mpress_plan_check(const struct mpress_profile *p, const struct mpress_topolo
     /* Counts a consumer multiplies: in 64 bits here. */
     long long slots = (long long)micro_batches * ((long long)p->n_ops + n_actions);
     if (slots > MPRESS_MAX_SCHEDULE_SLOTS) {
-        snprintf(f->path, sizeof(f->path), "micro_batches");
+        path_plain(f, "micro_batches");
         return fault_at(f, err, -1, -1, -1, -1, -1,
                         "%d micro-batches x (%d ops + %d saved tensors) = %lld schedule slots, "
                         "above the supported %ld",
                         micro_batches, p->n_ops, n_actions, slots, MPRESS_MAX_SCHEDULE_SLOTS);
     }
     if (t->n_gpus < 1 || t->n_gpus > MPRESS_MAX_GPUS) {
-        snprintf(f->path, sizeof(f->path), "topology.gpus");
+        path_plain(f, "topology.gpus");
         return fault_at(f, err, -1, -1, -1, -1, -1, "expected 1 to %d GPUs, got %d",
                         MPRESS_MAX_GPUS, t->n_gpus);
     }
     if (p->n_ops < 1) {
-        snprintf(f->path, sizeof(f->path), "profile.ops");
+        path_plain(f, "profile.ops");
         return fault_at(f, err, -1, -1, -1, -1, -1, "the profile has no ops");
     }
     int rc = check_stages(p, t, n_stages, stages, f, err);

@@ -533,7 +533,11 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
      * GLPK's guard is set, so that the error path sees it unchanged. */
     struct mpress_assignment found = {0};
     const struct mpress_assignment *warm = o->warm_start;
-    if (!warm && ilp_warm_find(p, topo, o, &found) == 0)
+    /* The memory floor is checked first: it is cheap, and where it already proves that nothing
+     * fits, the start search (greedy at each smaller micro-batch count, seconds each on large
+     * models) cannot find a start. */
+    int floor_exceeded = !warm && memory_floor_exceeds(&in, topo);
+    if (!warm && !floor_exceeded && ilp_warm_find(p, topo, o, &found) == 0)
         warm = &found;
 
     /* Everything GLPK's error path must still see lives on the heap behind a volatile pointer:
@@ -553,7 +557,7 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "the GLPK solver failed internally");
         goto done;
     }
-    if (!warm && memory_floor_exceeds(&in, topo)) {
+    if (floor_exceeded) {
         snprintf(stats->status, sizeof(stats->status), "infeasible");
         rc = explain_infeasible(p, topo, o, err);
     } else {
