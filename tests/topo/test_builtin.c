@@ -1,5 +1,5 @@
 /* Built-in servers, the GPU table, restrict and peer bandwidth, checked against the numbers as
- * issue 2 and the datasheets state them, written here independently of lib/topo's tables. */
+ * the datasheets and white papers state them, written here independently of lib/topo's tables. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -246,7 +246,7 @@ int mpress_profile_host(const struct mpress_model_config *m,
                         const struct mpress_host_profile_options *o, struct mpress_profile *out,
                         struct mpress_error *err);
 
-/* PipeDream profiler graphs (format: data/pipedream/README.md of the shared data). */
+/* PipeDream profiler graphs (format: tests/data/README.md). */
 struct mpress_pipedream_node {
     char id[32];            /* "node4" */
     char desc[256];         /* the module's repr, whitespace runs collapsed (may be cut) */
