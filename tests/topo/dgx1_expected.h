@@ -1,6 +1,6 @@
 /* The DGX-1 NVLink link counts exactly as NVIDIA's DGX-1 white paper draws them, written here
- * independently of lib/topo's table: double links on the ring 0-3-2-1-5-6-7-4-0, single links on the pairs
- * below, nothing elsewhere. */
+ * independently of lib/topo's table: double links on the ring 0-3-2-1-5-6-7-4-0, single links
+ * on the pairs below, nothing elsewhere. */
 #ifndef TESTS_TOPO_DGX1_EXPECTED_H
 #define TESTS_TOPO_DGX1_EXPECTED_H
 
