@@ -1,49 +1,35 @@
-/* Internal state of a simulation, shared by the engine (sim.c) and its outputs (sim_output.c).
- * Not installed. */
+/* Internal state of a simulation, shared by its parts: the network model (net.c: links and
+ * max-min fair flows), the event engine (engine.c) and the API and summary (sim.c). The task
+ * graph itself is the schedule's (mpress/sched.h); this holds what the simulator adds to it:
+ * durations, link paths, and the state of the run. Not installed. */
 #ifndef MPRESS_SIM_INTERNAL_H
 #define MPRESS_SIM_INTERNAL_H
 
 #include <stdint.h>
+#include "mpress/run_report.h"
+#include "mpress/sched.h"
 #include "mpress/sim.h"
 
 #define SIM_MAX_PATH 8
 
-/* One change of one device's memory. dev is a GPU index, or n_gpus for host memory. */
-struct sim_memop {
-    int dev;
-    int kind;                   /* enum mpress_sim_mem_kind */
-    int owner;                  /* GPU the bytes belong to (parked / host swap), else dev */
-    int iteration, micro_batch; /* -1 where it is not per micro-batch */
-    int64_t delta;
-    int next;                   /* next memop of the same group, -1 */
-};
-
 struct sim_task {
     struct mpress_sim_task pub;
     int stream;                 /* compute: stage index; -1 otherwise */
-    int queue;                  /* copy engine or CPU queue index; -1 for compute */
+    int queue;                  /* copy engine or CPU queue (schedule's numbering); -1 compute */
     int path[SIM_MAX_PATH];     /* transfers: link resources crossed */
     int n_path;
     double dur;                 /* compute and CPU tasks */
     int deps_left;
-    int edge_head, edge_tail;   /* successors: index into edges, -1 */
-    int mem_start, mem_end;     /* memop groups applied at start and at end, -1 */
     double head_s;              /* compute: when it became the head of its stream */
     int last_dep;               /* the dependency that completed last, -1 */
     int q_next;                 /* next in its queue, -1 */
     double remaining, rate;     /* active transfers */
     int state;                  /* 0 waiting, 1 ready, 2 running, 3 done */
-    int ends_iteration;         /* 1: the step that finishes its stage's iteration */
     int mem_wait;               /* held by --wait-for-memory since mem_wait_s */
     double mem_wait_s;
 };
 
-struct sim_edge {
-    int to, next;
-};
-
 struct sim_resource {
-    char name[48];
     double cap;                 /* bytes/s */
     double bytes;               /* carried since the start */
     double rate;                /* current total */
@@ -53,75 +39,60 @@ struct sim_resource {
     int cnt, mark;
 };
 
-/* A link's total rate changed at time t (for the trace's counter tracks). */
-struct sim_rate {
-    double t;
-    int res;
-    double rate;
-};
-
 struct sim_queue {
     int busy;                   /* running task or -1 */
     int head, tail;
 };
 
-/* Memory log: one entry per group applied, in order. task -1 is the initial model states. */
-struct sim_log {
+struct sim_ev {
     double t;
+    long seq;
     int task;
-    int phase;                  /* 0 start, 1 end */
 };
 
 struct mpress_sim {
     const struct mpress_plan *plan;   /* borrowed: must outlive the result */
+    struct mpress_sched *sched;       /* owned */
     int n_gpus, n_stages, M, N;
     int reported;               /* index of the reported iteration */
     int stage_gpu[MPRESS_MAX_GPUS];
-    int gpu_stage[MPRESS_MAX_GPUS];
 
     struct sim_task *tasks;
-    int n_tasks, cap_tasks;
-    struct sim_edge *edges;
-    int n_edges, cap_edges;
-    struct sim_memop *memops;
-    int n_memops, cap_memops;
-    int init_mem;               /* group applied at time 0 */
+    int n_tasks;
 
-    int **seq;                  /* per stage: compute tasks in stream order */
-    int *seq_len, *seq_cap, *seq_pos;
+    const int **seq;            /* per stage: compute tasks in stream order (the schedule's) */
+    int *seq_len, *seq_pos;
 
+    /* network (net.c) */
     struct sim_resource *res;
+    char (*res_name)[48];
     int n_res;
     int res_pcie, res_switch, res_socket, res_nv; /* first index of each family */
-
-    struct sim_queue *queues;
-    int n_queues;
-    int engines_per_gpu;        /* D2H, H2D, then one peer engine per destination GPU */
-    int cpu_queue0;
-
     int *active;                /* running transfers */
-    int *scratch;
-    int *busy_res, n_busy_res;   /* links with a non-zero rate */
-    struct sim_rate *rates;
-    int n_rates, cap_rates;
     int n_active;
+    int *scratch;
+    int *busy_res, n_busy_res;  /* links with a non-zero rate */
+    struct mpress_run_rate_event *rates;
+    long n_rates, cap_rates;
     int rates_dirty;
 
+    struct sim_queue *queues;   /* the schedule's queues; compute ones unused */
+    int n_queues;
+
     /* event heap */
-    struct sim_ev { double t; long seq; int task; } *heap;
-    int n_heap, cap_heap;
+    struct sim_ev *heap;
+    long n_heap, cap_heap;
     long ev_seq;
 
     double now;
     double *iter_end;           /* per iteration, -1 until known */
     int *iter_steps;            /* steps done per iteration */
 
-    /* memory */
-    uint64_t cur[MPRESS_MAX_GPUS + 1][MPRESS_SIM_MEM_KINDS];
+    /* memory: device n_gpus is host memory */
+    uint64_t cur[MPRESS_MAX_GPUS + 1][MPRESS_MEM_KINDS];
     uint64_t total[MPRESS_MAX_GPUS + 1];
     uint64_t capacity[MPRESS_MAX_GPUS + 1];
-    long peak_log[MPRESS_MAX_GPUS + 1]; /* log index at which the peak was first reached */
-    struct sim_log *log;
+    struct mpress_run_mem_event *log;
     long n_log, cap_log;
 
     /* per GPU per iteration stall and busy accumulators: [gpu * N + iteration] */
@@ -131,12 +102,24 @@ struct mpress_sim {
     int mem_blocked[MPRESS_MAX_GPUS];       /* stage held by --wait-for-memory */
     int *queue_blocked;                     /* copy engine held by --wait-for-memory */
 
-    double model_flops_per_iter, recompute_flops_per_iter;
-    struct mpress_sim_summary summary;
+    double recompute_flops_per_iter;
+    struct mpress_run_task_time *times;     /* for the report */
+    struct mpress_run_report report;        /* summary and event log, what the outputs read */
     int failed;                 /* allocation failure seen */
 };
 
-/* In sim_output.c, called by sim.c. */
-void sim_residents_at_peak(struct mpress_sim *sim, int dev, struct mpress_sim_gpu *g);
+/* Grows a dynamic array (doubling). -1 on allocation failure. */
+int sim_grow(void **p, long *cap, long need, size_t size);
+
+/* net.c */
+int sim_net_setup(struct mpress_sim *sim, struct mpress_error *err);
+int sim_net_path(struct mpress_sim *sim, int src, int dst, int *path, struct mpress_error *err);
+void sim_net_compute_rates(struct mpress_sim *sim);
+void sim_net_advance(struct mpress_sim *sim, double t);
+void sim_net_free(struct mpress_sim *sim);
+
+/* engine.c */
+void sim_apply_initial(struct mpress_sim *sim);
+int sim_run_events(struct mpress_sim *sim);
 
 #endif

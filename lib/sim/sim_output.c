@@ -1,22 +1,33 @@
-/* What a finished simulation shows: the largest residents at each GPU's peak, the
- * mpress-sim-report JSON, the text `mpress run` prints, the Chrome trace and the SVG plot.
- * Everything here reads the event log the engine kept; nothing is re-modelled. */
+/* What a run shows, simulated or real: the memory replay behind each GPU's peak and largest
+ * residents, the mpress-sim-report JSON, the text `mpress run` prints, the Chrome trace and the
+ * SVG plot. Everything here reads a run report (mpress/run_report.h): the schedule that ran,
+ * the summary and the event log. Nothing is re-modelled. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
-#include "sim_internal.h"
+#include "mpress/run_report.h"
 #include "util/strbuf.h"
 
 /* ---- memory replay ----------------------------------------------------------------------- */
 
-static int log_head(const struct mpress_sim *sim, const struct sim_log *l)
+/* The list a log event applied. */
+static const struct mpress_mem_delta *event_list(const struct mpress_run_report *r, long i,
+                                                 int *n)
 {
-    if (l->task < 0)
-        return sim->init_mem;
-    return l->phase ? sim->tasks[l->task].mem_end : sim->tasks[l->task].mem_start;
+    const struct mpress_run_mem_event *e = &r->mem[i];
+    if (e->task < 0)
+        return mpress_sched_mem_initial(r->sched, n);
+    return e->phase ? mpress_sched_mem_end(r->sched, e->task, n)
+                    : mpress_sched_mem_start(r->sched, e->task, n);
+}
+
+/* Device index for the tables below: GPUs, then host memory at n_gpus. */
+static int dev_index(const struct mpress_run_report *r, int device)
+{
+    return device < 0 ? r->summary.n_gpus : device;
 }
 
 struct agg {
@@ -26,43 +37,46 @@ struct agg {
 
 static void resident_label(const struct agg *a, int dev, char *out, size_t size)
 {
-    const char *k = mpress_sim_mem_kind_name((enum mpress_sim_mem_kind)a->kind);
+    const char *k = mpress_mem_kind_name((enum mpress_mem_kind)a->kind);
     if (a->micro_batch < 0) {
-        if (a->kind == MPRESS_SIM_MEM_WORKING)
+        if (a->kind == MPRESS_MEM_WORKING)
             snprintf(out, size, "op workspace");
         else if (a->owner != dev)
             snprintf(out, size, "%s of gpu %d", k, a->owner);
         else
             snprintf(out, size, "%s", k);
-    } else if (a->kind == MPRESS_SIM_MEM_PARKED) {
+    } else if (a->kind == MPRESS_MEM_PARKED) {
         snprintf(out, size, "parked from gpu %d, iteration %d micro-batch %d", a->owner,
                  a->iteration, a->micro_batch);
     } else {
-        const char *what = a->kind == MPRESS_SIM_MEM_WORKING ? "recomputed/prefetched" : k;
+        const char *what = a->kind == MPRESS_MEM_WORKING ? "recomputed/prefetched" : k;
         snprintf(out, size, "%s, iteration %d micro-batch %d", what, a->iteration,
                  a->micro_batch);
     }
 }
 
-void sim_residents_at_peak(struct mpress_sim *sim, int dev, struct mpress_sim_gpu *g)
+/* The largest residents of GPU dev after log event upto: what was allocated and not yet
+ * freed, grouped by kind, owner, iteration and micro-batch. */
+static int residents_at(const struct mpress_run_report *r, int dev, long upto,
+                        struct mpress_run_gpu *g)
 {
     g->n_residents = 0;
-    if (sim->peak_log[dev] < 0)
-        return;
+    if (upto < 0)
+        return 0;
     int cap = 64, n = 0;
     struct agg *a = malloc((size_t)cap * sizeof(*a));
-    if (!a) {
-        sim->failed = 1;
-        return;
-    }
-    for (long i = 0; i <= sim->peak_log[dev]; i++) {
-        for (int m = log_head(sim, &sim->log[i]); m >= 0; m = sim->memops[m].next) {
-            const struct sim_memop *op = &sim->memops[m];
-            if (op->dev != dev)
+    if (!a)
+        return -1;
+    for (long i = 0; i <= upto; i++) {
+        int nd;
+        const struct mpress_mem_delta *d = event_list(r, i, &nd);
+        for (int m = 0; m < nd; m++) {
+            const struct mpress_mem_delta *op = &d[m];
+            if (op->device != dev)
                 continue;
             int j;
             for (j = n - 1; j >= 0; j--)
-                if (a[j].kind == op->kind && a[j].owner == op->owner &&
+                if (a[j].kind == (int)op->kind && a[j].owner == op->owner &&
                     a[j].iteration == op->iteration && a[j].micro_batch == op->micro_batch)
                     break;
             if (j < 0) {
@@ -70,32 +84,110 @@ void sim_residents_at_peak(struct mpress_sim *sim, int dev, struct mpress_sim_gp
                     struct agg *q = realloc(a, (size_t)cap * 2 * sizeof(*a));
                     if (!q) {
                         free(a);
-                        sim->failed = 1;
-                        return;
+                        return -1;
                     }
                     a = q;
                     cap *= 2;
                 }
-                a[n] = (struct agg){op->kind, op->owner, op->iteration, op->micro_batch, 0};
+                a[n] = (struct agg){(int)op->kind, op->owner, op->iteration, op->micro_batch, 0};
                 j = n++;
             }
-            a[j].bytes += op->delta;
+            a[j].bytes += op->bytes;
         }
     }
     /* biggest first; ties keep first-allocated order (stable selection) */
-    for (int r = 0; r < MPRESS_SIM_RESIDENTS; r++) {
+    for (int k = 0; k < MPRESS_RUN_RESIDENTS; k++) {
         int best = -1;
         for (int j = 0; j < n; j++)
             if (a[j].bytes > 0 && (best < 0 || a[j].bytes > a[best].bytes))
                 best = j;
         if (best < 0)
             break;
-        resident_label(&a[best], dev, g->residents[r].label, sizeof(g->residents[r].label));
-        g->residents[r].bytes = (uint64_t)a[best].bytes;
+        resident_label(&a[best], dev, g->residents[k].label, sizeof(g->residents[k].label));
+        g->residents[k].bytes = (uint64_t)a[best].bytes;
         g->n_residents++;
         a[best].bytes = 0;
     }
     free(a);
+    return 0;
+}
+
+int mpress_run_replay_memory(struct mpress_run_report *r)
+{
+    struct mpress_run_summary *S = &r->summary;
+    int G = S->n_gpus;
+    uint64_t cur[MPRESS_MAX_GPUS + 1][MPRESS_MEM_KINDS];
+    uint64_t total[MPRESS_MAX_GPUS + 1];
+    long peak_event[MPRESS_MAX_GPUS];
+    memset(cur, 0, sizeof(cur));
+    memset(total, 0, sizeof(total));
+    S->host_peak = 0;
+    for (int g = 0; g < G; g++) {
+        struct mpress_run_gpu *P = &S->gpus[g];
+        P->peak = 0;
+        P->peak_time_s = 0;
+        memset(P->at_peak, 0, sizeof(P->at_peak));
+        P->out_of_memory = 0;
+        P->oom_time_s = 0;
+        peak_event[g] = -1;
+    }
+    for (long i = 0; i < r->n_mem; i++) {
+        int n;
+        const struct mpress_mem_delta *d = event_list(r, i, &n);
+        for (int m = 0; m < n; m++) {
+            int dev = dev_index(r, d[m].device);
+            cur[dev][d[m].kind] += (uint64_t)d[m].bytes;
+            total[dev] += (uint64_t)d[m].bytes;
+        }
+        /* peaks are looked at once the whole list is applied */
+        for (int m = 0; m < n; m++) {
+            int dev = dev_index(r, d[m].device);
+            uint64_t tot = total[dev];
+            if (dev == G) {
+                if (tot > S->host_peak)
+                    S->host_peak = tot;
+                continue;
+            }
+            struct mpress_run_gpu *P = &S->gpus[dev];
+            if (tot > P->peak) {
+                P->peak = tot;
+                P->peak_time_s = r->mem[i].t;
+                memcpy(P->at_peak, cur[dev], sizeof(P->at_peak));
+                peak_event[dev] = i;
+            }
+            if (tot > P->capacity && !P->out_of_memory) {
+                P->out_of_memory = 1;
+                P->oom_time_s = r->mem[i].t;
+            }
+        }
+    }
+    S->out_of_memory = 0;
+    S->oom_gpu = -1;
+    S->host_out_of_memory = S->host_capacity > 0 && S->host_peak > S->host_capacity;
+    for (int g = 0; g < G; g++) {
+        struct mpress_run_gpu *P = &S->gpus[g];
+        if (P->out_of_memory) {
+            S->out_of_memory = 1;
+            if (S->oom_gpu < 0 || P->oom_time_s < S->gpus[S->oom_gpu].oom_time_s)
+                S->oom_gpu = g;
+        }
+        if (residents_at(r, g, peak_event[g], P))
+            return MPRESS_ESYSTEM;
+    }
+    return 0;
+}
+
+uint64_t mpress_run_memory_at(const struct mpress_run_report *r, int gpu, double t)
+{
+    uint64_t total = 0;
+    for (long i = 0; i < r->n_mem && r->mem[i].t <= t; i++) {
+        int n;
+        const struct mpress_mem_delta *d = event_list(r, i, &n);
+        for (int m = 0; m < n; m++)
+            if (d[m].device == gpu || (gpu < 0 && d[m].device < 0))
+                total += (uint64_t)d[m].bytes;
+    }
+    return total;
 }
 
 /* ---- report -------------------------------------------------------------------------------- */
@@ -133,13 +225,13 @@ static json_t *cmp_json_u64(uint64_t sim, uint64_t pred)
     return o;
 }
 
-static double predicted_tflops(const struct mpress_sim *sim)
+static double predicted_tflops(const struct mpress_run_report *r)
 {
-    return sim->plan->iteration_s > 0 ? sim->model_flops_per_iter / sim->plan->iteration_s / 1e12
-                                      : 0;
+    const struct mpress_plan *plan = mpress_sched_plan(r->sched);
+    return plan->iteration_s > 0 ? r->summary.model_flops_per_iter / plan->iteration_s / 1e12 : 0;
 }
 
-static json_t *residents_json(const struct mpress_sim_gpu *G)
+static json_t *residents_json(const struct mpress_run_gpu *G)
 {
     json_t *arr = json_array();
     for (int r = 0; r < G->n_residents; r++) {
@@ -151,13 +243,13 @@ static json_t *residents_json(const struct mpress_sim_gpu *G)
     return arr;
 }
 
-json_t *mpress_sim_report_json(const struct mpress_sim *sim)
+json_t *mpress_run_report_json(const struct mpress_run_report *r)
 {
-    const struct mpress_plan *plan = sim->plan;
-    const struct mpress_sim_summary *S = &sim->summary;
+    const struct mpress_plan *plan = mpress_sched_plan(r->sched);
+    const struct mpress_run_summary *S = &r->summary;
     json_t *root = json_object();
-    json_object_set_new(root, "format", json_string(MPRESS_SIM_REPORT_FORMAT));
-    json_object_set_new(root, "version", json_integer(MPRESS_SIM_REPORT_VERSION));
+    json_object_set_new(root, "format", json_string(MPRESS_RUN_REPORT_FORMAT));
+    json_object_set_new(root, "version", json_integer(MPRESS_RUN_REPORT_VERSION));
     json_object_set_new(root, "generator", json_string("mpress " MPRESS_VERSION));
 
     json_t *p = json_object();
@@ -173,7 +265,7 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
     json_object_set_new(root, "plan", p);
 
     json_object_set_new(root, "iterations", json_integer(S->iterations));
-    json_object_set_new(root, "wait_for_memory", json_boolean(sim->wait_for_memory));
+    json_object_set_new(root, "wait_for_memory", json_boolean(r->wait_for_memory));
     json_t *w = json_object();
     json_object_set_new(w, "start_s", json_real(S->iteration_start_s));
     json_object_set_new(w, "end_s", json_real(S->iteration_end_s));
@@ -181,7 +273,7 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
     json_object_set_new(root, "total_s", json_real(S->total_s));
     json_object_set_new(root, "iteration_s", cmp_json(S->iteration_s, plan->iteration_s));
     json_object_set_new(root, "samples_per_s", cmp_json(S->samples_per_s, plan->samples_per_s));
-    json_object_set_new(root, "model_tflops", cmp_json(S->model_tflops, predicted_tflops(sim)));
+    json_object_set_new(root, "model_tflops", cmp_json(S->model_tflops, predicted_tflops(r)));
     json_object_set_new(root, "hardware_tflops", json_real(S->hardware_tflops));
     json_object_set_new(root, "flops_counted",
                         json_string("model_tflops: 3 x forward FLOPs per sample, recompute not "
@@ -193,7 +285,7 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
 
     json_t *gpus = json_array();
     for (int g = 0; g < S->n_gpus; g++) {
-        const struct mpress_sim_gpu *G = &S->gpus[g];
+        const struct mpress_run_gpu *G = &S->gpus[g];
         const struct mpress_plan_gpu *P = predicted_gpu(plan, g);
         json_t *o = json_object();
         json_object_set_new(o, "gpu", json_integer(g));
@@ -202,8 +294,8 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
         json_object_set_new(o, "peak", cmp_json_u64(G->peak, P ? P->peak : 0));
         json_object_set_new(o, "peak_time_s", json_real(G->peak_time_s));
         json_t *bd = json_object();
-        for (int k = 0; k < MPRESS_SIM_MEM_KINDS; k++)
-            json_object_set_new(bd, mpress_sim_mem_kind_name((enum mpress_sim_mem_kind)k),
+        for (int k = 0; k < MPRESS_MEM_KINDS; k++)
+            json_object_set_new(bd, mpress_mem_kind_name((enum mpress_mem_kind)k),
                                 json_integer((json_int_t)G->at_peak[k]));
         json_object_set_new(o, "at_peak", bd);
         if (P) {
@@ -234,7 +326,7 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
 
     json_t *links = json_array();
     for (int i = 0; i < S->n_links; i++) {
-        const struct mpress_sim_link *L = &S->links[i];
+        const struct mpress_run_link *L = &S->links[i];
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(L->name));
         json_object_set_new(o, "bytes_per_s", json_real(L->bytes_per_s));
@@ -245,7 +337,7 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
     json_object_set_new(root, "links", links);
 
     if (S->out_of_memory) {
-        const struct mpress_sim_gpu *G = &S->gpus[S->oom_gpu];
+        const struct mpress_run_gpu *G = &S->gpus[S->oom_gpu];
         json_t *o = json_object();
         json_object_set_new(o, "gpu", json_integer(S->oom_gpu));
         json_object_set_new(o, "time_s", json_real(G->oom_time_s));
@@ -260,7 +352,7 @@ json_t *mpress_sim_report_json(const struct mpress_sim *sim)
 }
 
 /* ", label 1.234 GB" per resident at the GPU's peak, the first without its comma. */
-static void residents_text(struct mpress_strbuf *b, const struct mpress_sim_gpu *G)
+static void residents_text(struct mpress_strbuf *b, const struct mpress_run_gpu *G)
 {
     for (int r = 0; r < G->n_residents; r++)
         sb_printf(b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
@@ -275,9 +367,9 @@ static void fmt_diff(char *out, size_t size, double sim, double pred)
         snprintf(out, size, "-");
 }
 
-char *mpress_sim_oom_text(const struct mpress_sim *sim)
+char *mpress_run_oom_text(const struct mpress_run_report *r)
 {
-    const struct mpress_sim_summary *S = &sim->summary;
+    const struct mpress_run_summary *S = &r->summary;
     struct mpress_strbuf b = {0};
     if (!S->out_of_memory && S->host_out_of_memory) {
         sb_printf(&b, "out of pinned host memory: peak %.3f GB of %.3f GB (host swaps and host "
@@ -286,7 +378,7 @@ char *mpress_sim_oom_text(const struct mpress_sim *sim)
     }
     if (!S->out_of_memory)
         return NULL;
-    const struct mpress_sim_gpu *G = &S->gpus[S->oom_gpu];
+    const struct mpress_run_gpu *G = &S->gpus[S->oom_gpu];
     sb_printf(&b, "out of memory on gpu %d at %.6f s: peak %.3f GB of %.3f GB capacity; largest "
                 "residents at the peak:", S->oom_gpu, G->oom_time_s, G->peak / 1e9,
             G->capacity / 1e9);
@@ -294,25 +386,25 @@ char *mpress_sim_oom_text(const struct mpress_sim *sim)
     return sb_finish(&b);
 }
 
-char *mpress_sim_render(const struct mpress_sim *sim)
+char *mpress_run_render(const struct mpress_run_report *r)
 {
-    const struct mpress_plan *plan = sim->plan;
-    const struct mpress_sim_summary *S = &sim->summary;
+    const struct mpress_plan *plan = mpress_sched_plan(r->sched);
+    const struct mpress_run_summary *S = &r->summary;
     struct mpress_strbuf b = {0};
     char d[32];
-    sb_printf(&b, "simulated %s on %s: policy %s, %s, %d stages, %d micro-batches, %d "
-                "iteration%s (the last is reported)\n\n",
+    sb_printf(&b, "%s %s on %s: policy %s, %s, %d stages, %d micro-batches, %d "
+                "iteration%s (the last is reported)\n\n", r->verb,
             plan->profile.model.name, plan->topology.name, plan->policy,
             mpress_schedule_name(plan->schedule), plan->n_stages, plan->micro_batches,
             S->iterations, S->iterations == 1 ? "" : "s");
-    sb_printf(&b, "%-22s %14s %14s %10s\n", "", "simulated", "predicted", "diff");
+    sb_printf(&b, "%-22s %14s %14s %10s\n", "", r->verb, "predicted", "diff");
     fmt_diff(d, sizeof(d), S->iteration_s, plan->iteration_s);
     sb_printf(&b, "%-22s %12.4f s %12.4f s %10s\n", "iteration time", S->iteration_s,
             plan->iteration_s, d);
     fmt_diff(d, sizeof(d), S->samples_per_s, plan->samples_per_s);
     sb_printf(&b, "%-22s %14.3f %14.3f %10s\n", "samples/s", S->samples_per_s,
             plan->samples_per_s, d);
-    double pt = predicted_tflops(sim);
+    double pt = predicted_tflops(r);
     fmt_diff(d, sizeof(d), S->model_tflops, pt);
     sb_printf(&b, "%-22s %14.2f %14.2f %10s\n", "model TFLOP/s", S->model_tflops, pt, d);
     sb_printf(&b, "(model TFLOP/s counts 3 x forward FLOPs per sample, recompute not counted; "
@@ -321,7 +413,7 @@ char *mpress_sim_render(const struct mpress_sim *sim)
     sb_printf(&b, "%-4s %5s %10s %10s %9s %10s %10s %8s %8s %8s\n", "gpu", "stage", "peak GB",
             "predicted", "diff", "capacity", "peak at s", "busy s", "swap s", "bound s");
     for (int g = 0; g < S->n_gpus; g++) {
-        const struct mpress_sim_gpu *G = &S->gpus[g];
+        const struct mpress_run_gpu *G = &S->gpus[g];
         const struct mpress_plan_gpu *P = predicted_gpu(plan, g);
         fmt_diff(d, sizeof(d), (double)G->peak, P ? (double)P->peak : 0);
         char st[8];
@@ -333,7 +425,7 @@ char *mpress_sim_render(const struct mpress_sim *sim)
     }
     sb_printf(&b, "(busy, swap and boundary stalls over the reported iteration; stalls count "
                 "compute waiting on a copy once the copy could start)\n");
-    if (sim->wait_for_memory) {
+    if (r->wait_for_memory) {
         sb_printf(&b, "held for memory (--wait-for-memory), reported iteration:");
         for (int g = 0; g < S->n_gpus; g++)
             sb_printf(&b, "%s gpu %d %.4f s", g ? "," : "", g, S->gpus[g].stall_memory_s);
@@ -346,7 +438,7 @@ char *mpress_sim_render(const struct mpress_sim *sim)
                               (double)S->gpus[tight].peak / S->gpus[tight].capacity))
             tight = g;
     if (tight >= 0) {
-        const struct mpress_sim_gpu *G = &S->gpus[tight];
+        const struct mpress_run_gpu *G = &S->gpus[tight];
         sb_printf(&b, "fullest GPU: gpu %d at %.1f %% of capacity at %.4f s; largest residents:",
                 tight, 100.0 * G->peak / G->capacity, G->peak_time_s);
         residents_text(&b, G);
@@ -356,7 +448,7 @@ char *mpress_sim_render(const struct mpress_sim *sim)
         sb_printf(&b, "\n%-26s %10s %12s %8s\n", "link (reported iteration)", "GB/s", "GB moved",
                 "util");
         for (int i = 0; i < S->n_links; i++) {
-            const struct mpress_sim_link *L = &S->links[i];
+            const struct mpress_run_link *L = &S->links[i];
             sb_printf(&b, "%-26s %10.1f %12.3f %7.1f%%\n", L->name, L->bytes_per_s / 1e9,
                     L->bytes / 1e9, L->utilization * 100);
         }
@@ -408,28 +500,36 @@ static void counter(struct mpress_strbuf *b, const char *name, int pid, double t
     sb_printf(b, ", \"ph\": \"C\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f},\n", pid, t * 1e6);
 }
 
-static void task_track(const struct mpress_sim *sim, const struct sim_task *T, int *pid,
-                       int *tid)
+/* Track of task i: its queue's GPU (tid 0 compute, 1 D2H, 2 H2D, 3 + b peer engine toward b),
+ * or the host (pid n_gpus) with the socket as tid. */
+static void task_track(const struct mpress_run_report *r, int i, int *pid, int *tid)
 {
-    int epg = sim->engines_per_gpu;
-    if (T->stream >= 0) {
-        *pid = sim->stage_gpu[T->stream];
+    const struct mpress_task *T = mpress_sched_task(r->sched, i);
+    const struct mpress_sched_queue *Q = mpress_sched_queue(r->sched, T->queue);
+    switch (Q->kind) {
+    case MPRESS_QUEUE_CPU:
+        *pid = r->summary.n_gpus;
+        *tid = Q->gpu;
+        return;
+    case MPRESS_QUEUE_D2H:
+        *tid = 1;
+        break;
+    case MPRESS_QUEUE_H2D:
+        *tid = 2;
+        break;
+    case MPRESS_QUEUE_PEER:
+        *tid = 3 + Q->peer;
+        break;
+    default:
         *tid = 0;
-    } else if (T->queue >= sim->cpu_queue0) {
-        *pid = sim->n_gpus;
-        *tid = T->queue - sim->cpu_queue0;
-    } else {
-        *pid = T->queue / epg;
-        *tid = 1 + T->queue % epg;   /* 1 D2H, 2 H2D, 3 + b peer */
     }
+    *pid = Q->gpu;
 }
 
-static void task_name(const struct mpress_sim *sim, const struct sim_task *T, char *out,
+static void task_name(const struct mpress_plan *plan, const struct mpress_task *P, char *out,
                       size_t size)
 {
-    const struct mpress_plan *plan = sim->plan;
     const struct mpress_profile *pr = &plan->profile;
-    const struct mpress_sim_task *P = &T->pub;
     const char *opn = P->op >= 0 ? pr->ops[P->op].name : "";
     const char *tn = "";
     if (P->action >= 0) {
@@ -439,120 +539,137 @@ static void task_name(const struct mpress_sim *sim, const struct sim_task *T, ch
     char dst[16];
     snprintf(dst, sizeof(dst), P->dst < 0 ? "host" : "gpu%d", P->dst);
     switch (P->kind) {
-    case MPRESS_SIM_FORWARD:
+    case MPRESS_TASK_FORWARD:
         snprintf(out, size, "F %s mb%d", opn, P->micro_batch);
         break;
-    case MPRESS_SIM_BACKWARD:
+    case MPRESS_TASK_BACKWARD:
         snprintf(out, size, "B %s mb%d", opn, P->micro_batch);
         break;
-    case MPRESS_SIM_RECOMPUTE:
+    case MPRESS_TASK_RECOMPUTE:
         snprintf(out, size, "recompute %s mb%d", tn, P->micro_batch);
         break;
-    case MPRESS_SIM_OPTIMIZER:
+    case MPRESS_TASK_OPTIMIZER:
         snprintf(out, size, "optimizer step stage %d", P->stage);
         break;
-    case MPRESS_SIM_EVICT:
+    case MPRESS_TASK_EVICT:
         snprintf(out, size, "evict %s mb%d -> %s", tn, P->micro_batch, dst);
         break;
-    case MPRESS_SIM_PREFETCH:
+    case MPRESS_TASK_PREFETCH:
         snprintf(out, size, "prefetch %s mb%d -> %s", tn, P->micro_batch, dst);
         break;
-    case MPRESS_SIM_SEND_ACT:
+    case MPRESS_TASK_SEND_ACT:
         snprintf(out, size, "send activation mb%d -> %s", P->micro_batch, dst);
         break;
-    case MPRESS_SIM_SEND_GRAD:
+    case MPRESS_TASK_SEND_GRAD:
         snprintf(out, size, "send gradient mb%d -> %s", P->micro_batch, dst);
         break;
-    case MPRESS_SIM_GRAD_D2H:
+    case MPRESS_TASK_GRAD_D2H:
         snprintf(out, size, "gradients stage %d -> host", P->stage);
         break;
-    case MPRESS_SIM_WEIGHTS_H2D:
+    case MPRESS_TASK_WEIGHTS_H2D:
         snprintf(out, size, "weights stage %d -> %s", P->stage, dst);
+        break;
+    case MPRESS_TASK_TIED_GRAD:
+        snprintf(out, size, "tied gradient %s -> %s", opn, dst);
         break;
     default:
         snprintf(out, size, "?");
     }
 }
 
-char *mpress_sim_trace(const struct mpress_sim *sim)
+static void trace_tracks(struct mpress_strbuf *b, const struct mpress_run_report *r)
 {
-    const struct mpress_plan *plan = sim->plan;
-    struct mpress_strbuf b = {0};
-    int G = sim->n_gpus, NK = sim->n_queues - sim->cpu_queue0;
+    int G = r->summary.n_gpus;
+    int NK = mpress_sched_queue_count(r->sched) - G * (3 + G);
     char name[160];
+    for (int g = 0; g < G; g++) {
+        if (r->summary.gpus[g].stage >= 0)
+            snprintf(name, sizeof(name), "gpu %d (stage %d)", g, r->summary.gpus[g].stage);
+        else
+            snprintf(name, sizeof(name), "gpu %d", g);
+        meta(b, "process_name", g, 0, name);
+        meta(b, "thread_name", g, 0, "compute");
+        meta(b, "thread_name", g, 1, "copy engine d2h");
+        meta(b, "thread_name", g, 2, "copy engine h2d");
+        for (int d = 0; d < G; d++) {
+            if (d == g)
+                continue;
+            snprintf(name, sizeof(name), "copy engine -> gpu %d", d);
+            meta(b, "thread_name", g, 3 + d, name);
+        }
+    }
+    meta(b, "process_name", G, 0, "host");
+    for (int k = 0; k < NK; k++) {
+        snprintf(name, sizeof(name), "cpu socket %d", k);
+        meta(b, "thread_name", G, k, name);
+    }
+    meta(b, "process_name", G + 1, 0, "links");
+}
+
+static void trace_task(struct mpress_strbuf *b, const struct mpress_run_report *r, int i)
+{
+    const struct mpress_plan *plan = mpress_sched_plan(r->sched);
+    const struct mpress_task *P = mpress_sched_task(r->sched, i);
+    const struct mpress_run_task_time *W = &r->times[i];
+    char name[160];
+    int pid, tid;
+    task_track(r, i, &pid, &tid);
+    task_name(plan, P, name, sizeof(name));
+    sb_printf(b, "{\"args\": {");
+    sb_printf(b, "\"bytes\": %.0f, \"iteration\": %d", (double)P->bytes, P->iteration);
+    if (P->micro_batch >= 0)
+        sb_printf(b, ", \"micro_batch\": %d", P->micro_batch);
+    if (P->op >= 0) {
+        sb_printf(b, ", \"op\": ");
+        json_str(b, plan->profile.ops[P->op].name);
+    }
+    sb_printf(b, ", \"ready_us\": %.3f, \"stage\": %d", W->ready_s * 1e6, P->stage);
+    if (P->action >= 0) {
+        const struct mpress_plan_action *a = &plan->actions[P->action];
+        sb_printf(b, ", \"tensor\": ");
+        json_str(b, plan->profile.ops[a->op].tensors[a->tensor].id);
+    }
+    /* µs with ns decimals; the duration is taken between the rounded ends so that spans
+     * on one track never overlap after rounding */
+    double ts = round(W->start_s * 1e9) / 1e3, te = round(W->end_s * 1e9) / 1e3;
+    sb_printf(b, "}, \"cat\": \"%s\", \"dur\": %.3f, \"name\": ",
+              mpress_task_kind_name(P->kind), te - ts);
+    json_str(b, name);
+    sb_printf(b, ", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f},\n", pid, tid, ts);
+}
+
+char *mpress_run_trace(const struct mpress_run_report *r)
+{
+    const struct mpress_plan *plan = mpress_sched_plan(r->sched);
+    struct mpress_strbuf b = {0};
+    int G = r->summary.n_gpus;
     sb_printf(&b, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"generator\": \"mpress "
                 MPRESS_VERSION "\", \"model\": ");
     json_str(&b, plan->profile.model.name);
     sb_printf(&b, ", \"topology\": ");
     json_str(&b, plan->topology.name);
     sb_printf(&b, "}, \"traceEvents\": [\n");
-    for (int g = 0; g < G; g++) {
-        if (sim->gpu_stage[g] >= 0)
-            snprintf(name, sizeof(name), "gpu %d (stage %d)", g, sim->gpu_stage[g]);
-        else
-            snprintf(name, sizeof(name), "gpu %d", g);
-        meta(&b, "process_name", g, 0, name);
-        meta(&b, "thread_name", g, 0, "compute");
-        meta(&b, "thread_name", g, 1, "copy engine d2h");
-        meta(&b, "thread_name", g, 2, "copy engine h2d");
-        for (int d = 0; d < G; d++) {
-            if (d == g)
-                continue;
-            snprintf(name, sizeof(name), "copy engine -> gpu %d", d);
-            meta(&b, "thread_name", g, 3 + d, name);
-        }
-    }
-    meta(&b, "process_name", G, 0, "host");
-    for (int k = 0; k < NK; k++) {
-        snprintf(name, sizeof(name), "cpu socket %d", k);
-        meta(&b, "thread_name", G, k, name);
-    }
-    meta(&b, "process_name", G + 1, 0, "links");
-
-    for (int i = 0; i < sim->n_tasks; i++) {
-        const struct sim_task *T = &sim->tasks[i];
-        const struct mpress_sim_task *P = &T->pub;
-        int pid, tid;
-        task_track(sim, T, &pid, &tid);
-        task_name(sim, T, name, sizeof(name));
-        sb_printf(&b, "{\"args\": {");
-        sb_printf(&b, "\"bytes\": %.0f, \"iteration\": %d", P->bytes, P->iteration);
-        if (P->micro_batch >= 0)
-            sb_printf(&b, ", \"micro_batch\": %d", P->micro_batch);
-        if (P->op >= 0) {
-            sb_printf(&b, ", \"op\": ");
-            json_str(&b, plan->profile.ops[P->op].name);
-        }
-        sb_printf(&b, ", \"ready_us\": %.3f, \"stage\": %d", P->ready_s * 1e6, P->stage);
-        if (P->action >= 0) {
-            const struct mpress_plan_action *a = &plan->actions[P->action];
-            sb_printf(&b, ", \"tensor\": ");
-            json_str(&b, plan->profile.ops[a->op].tensors[a->tensor].id);
-        }
-        /* µs with ns decimals; the duration is taken between the rounded ends so that spans
-         * on one track never overlap after rounding */
-        double ts = round(P->start_s * 1e9) / 1e3, te = round(P->end_s * 1e9) / 1e3;
-        sb_printf(&b, "}, \"cat\": \"%s\", \"dur\": %.3f, \"name\": ",
-                mpress_sim_task_kind_name(P->kind), te - ts);
-        json_str(&b, name);
-        sb_printf(&b, ", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f},\n", pid, tid,
-                ts);
-    }
-    for (int i = 0; i < sim->n_rates; i++) {
-        const struct sim_rate *r = &sim->rates[i];
-        counter(&b, sim->res[r->res].name, G + 1, r->t, "GB/s", r->rate / 1e9);
+    trace_tracks(&b, r);
+    int n = mpress_sched_task_count(r->sched);
+    for (int i = 0; i < n; i++)
+        trace_task(&b, r, i);
+    for (long i = 0; i < r->n_rates; i++) {
+        const struct mpress_run_rate_event *e = &r->rates[i];
+        counter(&b, r->link_names[e->link], G + 1, e->t, "GB/s", e->bytes_per_s / 1e9);
     }
     /* memory counters: each GPU's total after every change */
     uint64_t tot[MPRESS_MAX_GPUS + 1] = {0};
-    for (long i = 0; i < sim->n_log; i++) {
-        int touched[MPRESS_MAX_GPUS + 1] = {0};
-        for (int m = log_head(sim, &sim->log[i]); m >= 0; m = sim->memops[m].next) {
-            tot[sim->memops[m].dev] += (uint64_t)sim->memops[m].delta;
-            touched[sim->memops[m].dev] = 1;
+    for (long i = 0; i < r->n_mem; i++) {
+        int touched[MPRESS_MAX_GPUS + 1] = {0}, nd;
+        const struct mpress_mem_delta *d = event_list(r, i, &nd);
+        for (int m = 0; m < nd; m++) {
+            int dev = dev_index(r, d[m].device);
+            tot[dev] += (uint64_t)d[m].bytes;
+            touched[dev] = 1;
         }
         for (int g = 0; g < G; g++)
             if (touched[g])
-                counter(&b, "memory", g, sim->log[i].t, "GB", tot[g] / 1e9);
+                counter(&b, "memory", g, r->mem[i].t, "GB", tot[g] / 1e9);
     }
     /* The last event has no trailing comma: a metadata event that sorts the links process
      * after the GPUs. */
@@ -565,7 +682,7 @@ char *mpress_sim_trace(const struct mpress_sim *sim)
 
 static const char *const gpu_colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-static const char *const kind_colors[MPRESS_SIM_MEM_KINDS] = {
+static const char *const kind_colors[MPRESS_MEM_KINDS] = {
     "#4e79a7", "#a0cbe8", "#f28e2b", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
     "#9c755f"};
 
@@ -582,10 +699,11 @@ static void xml_text(struct mpress_strbuf *b, const char *s)
     }
 }
 
-char *mpress_sim_svg(const struct mpress_sim *sim)
+char *mpress_run_svg(const struct mpress_run_report *r)
 {
-    const struct mpress_sim_summary *S = &sim->summary;
-    int G = sim->n_gpus;
+    const struct mpress_plan *plan = mpress_sched_plan(r->sched);
+    const struct mpress_run_summary *S = &r->summary;
+    int G = S->n_gpus;
     const double W = 960, X0 = 70, X1 = 900, Y0 = 60, Y1 = 340, B0 = 420, B1 = 700;
     double t0 = S->iteration_start_s, t1 = S->iteration_end_s;
     if (!(t1 > t0))
@@ -604,9 +722,9 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
                 "viewBox=\"0 0 %.0f 760\" font-family=\"sans-serif\" font-size=\"12\">\n", W, W);
     sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" "
                 "y=\"24\" font-size=\"15\">", X0);
-    xml_text(&b, sim->plan->profile.model.name);
+    xml_text(&b, plan->profile.model.name);
     sb_printf(&b, " on ");
-    xml_text(&b, sim->plan->topology.name);
+    xml_text(&b, plan->topology.name);
     sb_printf(&b, ": memory per GPU over the reported iteration (%.4f s to %.4f s)</text>\n", t0,
             t1);
     /* axes */
@@ -637,25 +755,29 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
     /* one step line per GPU */
     uint64_t tot[MPRESS_MAX_GPUS + 1] = {0};
     long i = 0;
-    for (; i < sim->n_log && sim->log[i].t <= t0; i++)
-        for (int m = log_head(sim, &sim->log[i]); m >= 0; m = sim->memops[m].next)
-            tot[sim->memops[m].dev] += (uint64_t)sim->memops[m].delta;
+    for (; i < r->n_mem && r->mem[i].t <= t0; i++) {
+        int nd;
+        const struct mpress_mem_delta *d = event_list(r, i, &nd);
+        for (int m = 0; m < nd; m++)
+            tot[dev_index(r, d[m].device)] += (uint64_t)d[m].bytes;
+    }
     long start = i;
     for (int g = 0; g < G; g++) {
         uint64_t v = tot[g];
         double sx = (X1 - X0) / (t1 - t0), sy = (Y1 - Y0) / ymax;
         sb_printf(&b, "<polyline fill=\"none\" stroke-width=\"1.5\" stroke=\"%s\" points=\"%.2f,"
                     "%.2f", gpu_colors[g % 10], X0, Y1 - v * sy);
-        for (long j = start; j < sim->n_log && sim->log[j].t <= t1; j++) {
-            int hit = 0;
-            for (int m = log_head(sim, &sim->log[j]); m >= 0; m = sim->memops[m].next)
-                if (sim->memops[m].dev == g) {
-                    v += (uint64_t)sim->memops[m].delta;
+        for (long j = start; j < r->n_mem && r->mem[j].t <= t1; j++) {
+            int hit = 0, nd;
+            const struct mpress_mem_delta *d = event_list(r, j, &nd);
+            for (int m = 0; m < nd; m++)
+                if (d[m].device == g) {
+                    v += (uint64_t)d[m].bytes;
                     hit = 1;
                 }
             if (!hit)
                 continue;
-            double x = X0 + (sim->log[j].t - t0) * sx;
+            double x = X0 + (r->mem[j].t - t0) * sx;
             sb_printf(&b, " %.2f,%.2f %.2f,%.2f", x, Y1 - (double)tot[g] * sy, x, Y1 - v * sy);
             tot[g] = v;
         }
@@ -670,9 +792,9 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
     sb_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#444\"/>\n", X0,
             B1, X1, B1);
     for (int g = 0; g < G; g++) {
-        const struct mpress_sim_gpu *P = &S->gpus[g];
+        const struct mpress_run_gpu *P = &S->gpus[g];
         double x = X0 + bw * g + bw * 0.2, w = bw * 0.6, y = B1;
-        for (int k = 0; k < MPRESS_SIM_MEM_KINDS; k++) {
+        for (int k = 0; k < MPRESS_MEM_KINDS; k++) {
             double h = (double)P->at_peak[k] * sy;
             if (h <= 0)
                 continue;
@@ -680,7 +802,7 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
             sb_printf(&b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
                         "<title>gpu %d %s %.3f GB</title></rect>\n",
                     x, y, w, h, kind_colors[k], g,
-                    mpress_sim_mem_kind_name((enum mpress_sim_mem_kind)k),
+                    mpress_mem_kind_name((enum mpress_mem_kind)k),
                     P->at_peak[k] / 1e9);
         }
         double cy = B1 - (double)P->capacity * sy;
@@ -691,12 +813,12 @@ char *mpress_sim_svg(const struct mpress_sim *sim)
         sb_printf(&b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"10\">%.1f"
                     "</text>\n", x + w / 2, y - 3, P->peak / 1e9);
     }
-    for (int k = 0; k < MPRESS_SIM_MEM_KINDS; k++) {
+    for (int k = 0; k < MPRESS_MEM_KINDS; k++) {
         double x = X0 + 95.0 * k;
         sb_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
                     "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\">%s</text>\n",
                 x, B1 + 30, kind_colors[k], x + 14, B1 + 39,
-                mpress_sim_mem_kind_name((enum mpress_sim_mem_kind)k));
+                mpress_mem_kind_name((enum mpress_mem_kind)k));
     }
     sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#d00\">red: capacity; "
                 "numbers: peak GB</text>\n", X0, B1 + 56.0);

@@ -1,8 +1,11 @@
-/* The simulator: replays a plan event by event on its server (compute streams, copy engines,
- * links shared max-min fairly by concurrent transfers) with exact per-GPU memory accounting,
- * and reports time, memory and link use next to the plan's own predictions. It shares the
- * plan's data structures with the planner but none of its cost formulas: every number it
- * reports comes from the events it replays. How it models a plan: docs/simulator.md. */
+/* The simulator: replays a plan's schedule (mpress/sched.h) event by event on its server
+ * (compute streams, copy engines, links shared max-min fairly by concurrent transfers) with
+ * exact per-GPU memory accounting, and reports time, memory and link use next to the plan's own
+ * predictions. It shares the plan's data structures and task graph with the planner and the
+ * runtime but none of the planner's cost formulas: it decides each task's duration and every
+ * number it reports comes from the events it replays. Its result is a run report
+ * (mpress/run_report.h), printed by the same code as a real run's. How it models a plan:
+ * docs/simulator.md. */
 #ifndef MPRESS_SIM_H
 #define MPRESS_SIM_H
 
@@ -10,6 +13,8 @@
 #include <jansson.h>
 #include "mpress/error.h"
 #include "mpress/plan.h"
+#include "mpress/run_report.h"
+#include "mpress/sched.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,91 +29,44 @@ struct mpress_sim_options {
 };
 void mpress_sim_options_init(struct mpress_sim_options *opt); /* iterations = 3 */
 
-/* What a byte on a device is held for. */
-enum mpress_sim_mem_kind {
-    MPRESS_SIM_MEM_WEIGHTS = 0,  /* parameters (and stashed versions under async) */
-    MPRESS_SIM_MEM_GRADIENTS,
-    MPRESS_SIM_MEM_OPTIMIZER,
-    MPRESS_SIM_MEM_ACTIVATIONS,  /* saved tensors kept since their forward */
-    MPRESS_SIM_MEM_PARKED,       /* tensors other GPUs parked here by D2D swap */
-    MPRESS_SIM_MEM_INFLIGHT,     /* swapped tensors while a copy of them is moving */
-    MPRESS_SIM_MEM_WORKING,      /* op workspace, recompute outputs, prefetched tensors */
-    MPRESS_SIM_MEM_BUFFERS,      /* boundary send/recv buffers */
-    MPRESS_SIM_MEM_RESERVE,      /* CUDA context and allocator slack (topology reserve) */
-    MPRESS_SIM_MEM_KINDS
-};
-const char *mpress_sim_mem_kind_name(enum mpress_sim_mem_kind k); /* "weights", ... */
+/* Names from before the schedule and the run report had headers of their own; kept so that
+ * code written against them still builds. */
+#define mpress_sim_mem_kind mpress_mem_kind
+#define mpress_sim_mem_kind_name mpress_mem_kind_name
+#define MPRESS_SIM_MEM_WEIGHTS MPRESS_MEM_WEIGHTS
+#define MPRESS_SIM_MEM_GRADIENTS MPRESS_MEM_GRADIENTS
+#define MPRESS_SIM_MEM_OPTIMIZER MPRESS_MEM_OPTIMIZER
+#define MPRESS_SIM_MEM_ACTIVATIONS MPRESS_MEM_ACTIVATIONS
+#define MPRESS_SIM_MEM_PARKED MPRESS_MEM_PARKED
+#define MPRESS_SIM_MEM_INFLIGHT MPRESS_MEM_INFLIGHT
+#define MPRESS_SIM_MEM_WORKING MPRESS_MEM_WORKING
+#define MPRESS_SIM_MEM_BUFFERS MPRESS_MEM_BUFFERS
+#define MPRESS_SIM_MEM_RESERVE MPRESS_MEM_RESERVE
+#define MPRESS_SIM_MEM_KINDS MPRESS_MEM_KINDS
+#define MPRESS_SIM_RESIDENTS MPRESS_RUN_RESIDENTS
+#define mpress_sim_resident mpress_run_resident
+#define mpress_sim_gpu mpress_run_gpu
+#define mpress_sim_link mpress_run_link
+#define mpress_sim_summary mpress_run_summary
+#define mpress_sim_task_kind mpress_task_kind
+#define mpress_sim_task_kind_name mpress_task_kind_name
+#define MPRESS_SIM_FORWARD MPRESS_TASK_FORWARD
+#define MPRESS_SIM_BACKWARD MPRESS_TASK_BACKWARD
+#define MPRESS_SIM_RECOMPUTE MPRESS_TASK_RECOMPUTE
+#define MPRESS_SIM_OPTIMIZER MPRESS_TASK_OPTIMIZER
+#define MPRESS_SIM_EVICT MPRESS_TASK_EVICT
+#define MPRESS_SIM_PREFETCH MPRESS_TASK_PREFETCH
+#define MPRESS_SIM_SEND_ACT MPRESS_TASK_SEND_ACT
+#define MPRESS_SIM_SEND_GRAD MPRESS_TASK_SEND_GRAD
+#define MPRESS_SIM_GRAD_D2H MPRESS_TASK_GRAD_D2H
+#define MPRESS_SIM_WEIGHTS_H2D MPRESS_TASK_WEIGHTS_H2D
+#define MPRESS_SIM_TASK_KINDS MPRESS_TASK_KINDS
+#define MPRESS_SIM_REPORT_FORMAT MPRESS_RUN_REPORT_FORMAT
+#define MPRESS_SIM_REPORT_VERSION MPRESS_RUN_REPORT_VERSION
 
-#define MPRESS_SIM_RESIDENTS 5
-
-struct mpress_sim_resident {
-    char label[96];             /* e.g. "activations, iteration 2 micro-batch 3" */
-    uint64_t bytes;
-};
-
-struct mpress_sim_gpu {
-    int gpu;
-    int stage;                  /* -1 when it runs none */
-    uint64_t capacity;
-    uint64_t peak;              /* highest total over the whole run, reserve included */
-    double peak_time_s;         /* first time the peak is reached */
-    uint64_t at_peak[MPRESS_SIM_MEM_KINDS];  /* breakdown at that moment */
-    int n_residents;            /* largest residents at the peak, biggest first */
-    struct mpress_sim_resident residents[MPRESS_SIM_RESIDENTS];
-    int out_of_memory;          /* peak > capacity */
-    double oom_time_s;          /* first time the total exceeded capacity */
-    /* Over the reported (last) iteration: */
-    double busy_s;              /* compute stream busy */
-    double stall_swap_s;        /* compute waiting on an eviction or prefetch copy */
-    double stall_boundary_s;    /* compute waiting on a boundary send/recv copy */
-    double stall_optimizer_s;   /* compute waiting on a host optimizer step */
-    double stall_memory_s;      /* compute held for memory (wait_for_memory only) */
-};
-
-struct mpress_sim_link {
-    char name[48];              /* "pcie gpu0 up", "switch0 uplink down", "nvlink 0->1", ... */
-    double bytes_per_s;         /* capacity */
-    double bytes;               /* carried during the reported iteration */
-    double utilization;         /* bytes / (capacity x iteration time) */
-};
-
-struct mpress_sim_summary {
-    int iterations;
-    double iteration_s;         /* the last iteration: end(last) - end(last - 1) */
-    double iteration_start_s, iteration_end_s;
-    double total_s;             /* end of the whole run */
-    double samples_per_s;
-    double model_tflops;        /* 3 x forward FLOPs per sample (recompute not counted) */
-    double hardware_tflops;     /* model FLOPs plus the FLOPs recompute executes */
-    int out_of_memory;          /* any GPU */
-    int oom_gpu;                /* first GPU to run out (by time), -1 if none */
-    uint64_t host_peak;         /* pinned host memory: host swaps and host optimizer states */
-    uint64_t host_capacity;     /* the topology's host memory; 0 = unknown, not checked */
-    int host_out_of_memory;     /* host_peak > host_capacity */
-    int n_gpus;
-    struct mpress_sim_gpu gpus[MPRESS_MAX_GPUS];
-    int n_links;                /* links that carried bytes at any time in the run */
-    struct mpress_sim_link *links;
-};
-
-/* One task the simulator ran, for tests and traces. */
-enum mpress_sim_task_kind {
-    MPRESS_SIM_FORWARD = 0,
-    MPRESS_SIM_BACKWARD,
-    MPRESS_SIM_RECOMPUTE,
-    MPRESS_SIM_OPTIMIZER,       /* GPU step, or CPU step when the stage's optimizer is on host */
-    MPRESS_SIM_EVICT,           /* tensor (part) leaves its GPU: to host or a peer */
-    MPRESS_SIM_PREFETCH,        /* tensor (part) comes back */
-    MPRESS_SIM_SEND_ACT,        /* boundary activation, stage k -> k+1 */
-    MPRESS_SIM_SEND_GRAD,       /* boundary gradient, stage k+1 -> k */
-    MPRESS_SIM_GRAD_D2H,        /* host optimizer: gradients down */
-    MPRESS_SIM_WEIGHTS_H2D,     /* host optimizer: new weights up */
-    MPRESS_SIM_TASK_KINDS
-};
-const char *mpress_sim_task_kind_name(enum mpress_sim_task_kind k);
-
+/* One task of the schedule and when the simulator ran it, for tests and tools. */
 struct mpress_sim_task {
-    enum mpress_sim_task_kind kind;
+    enum mpress_task_kind kind;
     int stage, iteration, micro_batch;  /* micro_batch -1 for optimizer tasks */
     int op;                     /* op index, -1 where none */
     int action;                 /* index into plan->actions, -1 where none */
@@ -130,6 +88,10 @@ int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_optio
 void mpress_sim_destroy(struct mpress_sim *sim);   /* accepts NULL */
 
 const struct mpress_sim_summary *mpress_sim_summary_get(const struct mpress_sim *sim);
+/* The run as a neutral report (for the mpress_run_* outputs) and the schedule it replayed;
+ * both owned by sim. */
+const struct mpress_run_report *mpress_sim_run_report(const struct mpress_sim *sim);
+const struct mpress_sched *mpress_sim_sched(const struct mpress_sim *sim);
 int mpress_sim_task_count(const struct mpress_sim *sim);
 const struct mpress_sim_task *mpress_sim_task_get(const struct mpress_sim *sim, int i);
 /* The first task matching kind, stage, iteration, micro-batch, op and action (-1 = any), or
@@ -141,12 +103,7 @@ const struct mpress_sim_task *mpress_sim_task_find(const struct mpress_sim *sim,
 /* Memory of device gpu (-1 = host) right after everything that happened at time t. */
 uint64_t mpress_sim_memory_at(const struct mpress_sim *sim, int gpu, double t);
 
-/* Outputs. The report is a mpress-sim-report v1 object; the trace is Chrome trace event
- * format (opens in Perfetto and chrome://tracing); the SVG shows per-GPU memory over the
- * reported iteration and a stacked bar per GPU at its peak against capacity. The text is what
- * `mpress run` prints. Strings are malloc'd; NULL on allocation failure. */
-#define MPRESS_SIM_REPORT_FORMAT "mpress-sim-report"
-#define MPRESS_SIM_REPORT_VERSION 1
+/* The mpress_run_* outputs of mpress_sim_run_report(sim) (mpress/run_report.h). */
 json_t *mpress_sim_report_json(const struct mpress_sim *sim);
 char *mpress_sim_trace(const struct mpress_sim *sim);
 char *mpress_sim_svg(const struct mpress_sim *sim);
