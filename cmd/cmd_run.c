@@ -143,13 +143,15 @@ int cmd_run(int argc, char **argv)
         rc = cli_fail("run", what, &err);
         goto done;
     }
-    if ((report && write_json(report, mpress_sim_report_json(sim), &err)) ||
-        (trace && write_text(trace, mpress_sim_trace(sim), &err)) ||
-        (svg && write_text(svg, mpress_sim_svg(sim), &err))) {
+    /* the outputs read the neutral run report, as a real run's would */
+    const struct mpress_run_report *rr = mpress_sim_run_report(sim);
+    if ((report && write_json(report, mpress_run_report_json(rr), &err)) ||
+        (trace && write_text(trace, mpress_run_trace(rr), &err)) ||
+        (svg && write_text(svg, mpress_run_svg(rr), &err))) {
         rc = cli_fail("run", "cannot write output", &err);
         goto done;
     }
-    char *text = mpress_sim_render(sim);
+    char *text = mpress_run_render(rr);
     if (!text) {
         cli_error("run", "out of memory");
         rc = MPRESS_ESYSTEM;
@@ -157,7 +159,7 @@ int cmd_run(int argc, char **argv)
     }
     fputs(text, stdout);
     free(text);
-    char *oom = mpress_sim_oom_text(sim);
+    char *oom = mpress_run_oom_text(rr);
     if (oom) {
         fflush(stdout);
         cli_error("run", "'%s' does not fit: %s", file, oom);

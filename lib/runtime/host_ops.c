@@ -18,6 +18,14 @@ void mpress_host_hparams_default(struct mpress_host_hparams *hp)
     hp->ln_eps = 1e-5f;
 }
 
+int mpress_host_blas_threads(int n)
+{
+    int old = openblas_get_num_threads();
+    if (n > 0)
+        openblas_set_num_threads(n);
+    return old;
+}
+
 /* ---- scratch: every allocation of one op call, freed together ---------------------------- */
 
 #define SC_MAX 48

@@ -52,6 +52,11 @@ uint16_t mpress_f32_to_bf16(float f);                      /* round to nearest e
 void mpress_host_load(float *dst, const void *src, enum mpress_dtype t, size_t n);
 void mpress_host_store(void *dst, const float *src, enum mpress_dtype t, size_t n);
 
+/* OpenBLAS threads per GEMM call; returns the previous count. Results are bit-identical
+ * between runs only at one thread count (OpenBLAS splits some GEMMs differently with more
+ * threads); an executor whose workers call GEMMs concurrently should use 1. */
+int mpress_host_blas_threads(int n);
+
 /* ---- ops --------------------------------------------------------------------------------- */
 
 /* Hyper-parameters of the math (defaults: mpress_host_hparams_default, docs/runtime.md). */

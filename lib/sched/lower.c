@@ -139,7 +139,7 @@ static int validate_stages(const struct mpress_plan *plan, struct mpress_error *
                                     "topology (%d GPUs)", k, st->gpu, tp->n_gpus);
         if (used[st->gpu]++)
             return mpress_error_set(err, MPRESS_EINPUT, "stages[%d]: gpu %d already runs "
-                                    "another stage; the simulator runs one stage per GPU", k,
+                                    "another stage; a schedule runs one stage per GPU", k,
                                     st->gpu);
         next = st->last_op + 1;
     }
@@ -234,6 +234,8 @@ static int validate(const struct mpress_plan *plan, int **action_of, struct mpre
  * word matrix: lib/model/transformer.c). The profile holds no weights, so the pairs come from
  * rebuilding the model the profile names and matching ops by name; an imported profile, or
  * one whose op names are not the model's, has none. */
+#define SCHED_MAX_TIED 16   /* GPT and BERT tie one */
+
 struct tied {
     int op_a, op_b;             /* profile ops; op_a owns the weight */
     int stage_a, stage_b;
@@ -259,9 +261,10 @@ static int find_tied(const struct mpress_plan *plan, struct tied *out, int max, 
     }
     int wb, gb, ob;
     mpress_model_state_bytes(cfg, &wb, &gb, &ob);
-    for (int i = 0; i < model.n_ops && *n < max; i++) {
+    int rc = 0;
+    for (int i = 0; i < model.n_ops && !rc; i++) {
         const struct mpress_model_op *mo = &model.ops[i];
-        for (int w = 0; w < mo->n_weights && *n < max; w++) {
+        for (int w = 0; w < mo->n_weights && !rc; w++) {
             int owner = mo->weights[w].producer;
             if (owner < 0 || owner == i || owner >= model.n_ops)
                 continue;
@@ -274,6 +277,11 @@ static int find_tied(const struct mpress_plan *plan, struct tied *out, int max, 
             }
             if (pa < 0 || pb < 0 || stage_of_op(plan, pa) == stage_of_op(plan, pb))
                 continue;
+            if (*n == max) {
+                rc = mpress_error_set(err, MPRESS_EINPUT, "the model shares more than %d "
+                                      "weights across stages", max);
+                break;
+            }
             uint64_t elems =
                 mo->weights[w].bytes / (uint64_t)mpress_dtype_size(mo->weights[w].dtype);
             out[(*n)++] = (struct tied){pa, pb, stage_of_op(plan, pa), stage_of_op(plan, pb),
@@ -281,7 +289,7 @@ static int find_tied(const struct mpress_plan *plan, struct tied *out, int max, 
         }
     }
     mpress_model_finish(&model);
-    return 0;
+    return rc;
 }
 
 /* ---- counting ------------------------------------------------------------------------------- */
@@ -318,9 +326,9 @@ static int count_tasks(const struct mpress_sched *s, int n_tied, int *total,
         a > INT64_MAX - b || a + b > MPRESS_SCHED_MAX_TASKS) {
         if (err)
             snprintf(err->path, sizeof(err->path), "micro_batches");
-        return mpress_error_set(err, MPRESS_EINPUT, "micro_batches is %d: %d iterations of it "
-                                "would make more than %d tasks (%lld per micro-batch), more "
-                                "than the schedule can count", plan->micro_batches, s->N,
+        return mpress_error_set(err, MPRESS_EINPUT, "%d micro-batches x %d iterations would "
+                                "make more than %d tasks (%lld per micro-batch), more than the "
+                                "schedule can count", plan->micro_batches, s->N,
                                 MPRESS_SCHED_MAX_TASKS, (long long)per_u);
     }
     *total = (int)(a + b);
@@ -796,9 +804,9 @@ int sched_lower(struct mpress_sched *s, struct mpress_error *err)
         free(action_of);
         return rc;
     }
-    struct tied tw[4];
+    struct tied tw[SCHED_MAX_TIED];
     int n_tied = 0;
-    if (s->opt.tied_exchange && (rc = find_tied(plan, tw, 4, &n_tied, err))) {
+    if (s->opt.tied_exchange && (rc = find_tied(plan, tw, SCHED_MAX_TIED, &n_tied, err))) {
         free(action_of);
         return rc;
     }

@@ -362,6 +362,9 @@ int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_optio
     if (opt->iterations < 1)
         return mpress_error_set(err, MPRESS_EUSAGE, "iterations is %d, must be >= 1",
                                 opt->iterations);
+    if (opt->iterations >= MPRESS_SCHED_MAX_TASKS)  /* async adds one: keep it countable */
+        return mpress_error_set(err, MPRESS_EUSAGE, "iterations is %d, more than the schedule "
+                                "can count", opt->iterations);
     struct mpress_sim *sim = sim_new(plan, opt);
     if (!sim)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");

@@ -2,7 +2,7 @@
  * redo it independently (tests/runtime/torch_check.py): the config, hyper-parameters, initial
  * weights, each micro-batch's tokens, labels and dropout masks, each micro-batch's loss, the
  * accumulated gradients and the weights after the AdamW step.
- * Usage: export MODEL DTYPE MICRO_BATCHES OUT [CORPUS]
+ * Usage: export MODEL DTYPE MICRO_BATCHES OUT [CORPUS|-] [SEQ] (- : docs/cost-model.md)
  * File: "MPRTEST1", then records: u32 name length, name, u32 dtype (0 f32, 1 i64, 2 u8),
  * u32 ndim, i64 dims[ndim], the data (little-endian). */
 #include <stdint.h>
@@ -40,7 +40,7 @@ static void rec_tensor(const char *prefix, const char *opname, const struct mpre
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: export MODEL DTYPE MICRO_BATCHES OUT [CORPUS]\n");
+        fprintf(stderr, "usage: export MODEL DTYPE MICRO_BATCHES OUT [CORPUS|-] [SEQ]\n");
         return 2;
     }
     struct mpress_model_config c;
@@ -51,7 +51,9 @@ int main(int argc, char **argv)
     snprintf(c.dtype, sizeof(c.dtype), "%s", argv[2]);
     int M = atoi(argv[3]);
     char path[4096];
-    if (argc > 5)
+    if (argc > 6)
+        c.seq = atoi(argv[6]);
+    if (argc > 5 && strcmp(argv[5], "-") != 0)
         snprintf(path, sizeof(path), "%s", argv[5]);
     else
         snprintf(path, sizeof(path), "%s/docs/cost-model.md",
@@ -89,7 +91,12 @@ int main(int argc, char **argv)
     rec("micro_batches", 1, 1, &d1, &m64);
 
     const struct mpress_model *m = &t->model;
-    float *tmp = malloc(sizeof(float) * (1 << 22));
+    uint64_t most = 1;
+    for (int i = 0; i < t->params.n; i++)
+        most = t->params.p[i].n > most ? t->params.p[i].n : most;
+    float *tmp = malloc(sizeof(float) * (size_t)most);
+    if (!tmp)
+        return 4;
     /* own weights, as fp32 */
     for (int i = 0; i < t->params.n; i++) {
         struct mpress_host_param *p = &t->params.p[i];

@@ -67,6 +67,8 @@ int main(int argc, char **argv)
         if (s % 10 == 0 || s == steps - 1)
             fprintf(stderr, "step %d loss %.4f\n", s + 1, loss);
     }
+    fprintf(stderr, "first loss %.4f, mean of the last %d steps %.4f (%.3f of the first)\n", first,
+            tail_n, tail, tail / first);
     CHECK_NEAR(first, log((double)c.vocab), 0.02);
     CHECK_MSG(tail < ratio * first, "mean loss of the last %d steps %.4f, first %.4f", tail_n,
               tail, first);

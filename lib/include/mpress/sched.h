@@ -2,10 +2,10 @@
  *
  * mpress_sched_create turns a loaded plan into tasks (forward, backward and recompute ops,
  * optimizer steps, evictions and prefetches, boundary sends, host-optimizer copies and the
- * tied-embedding gradient exchange), each on one queue (a GPU's in-order compute stream, one of its copy
- * engines, or a CPU socket), with dependency edges and the memory each task allocates when it
- * starts and frees when it ends. It decides what runs where and in which order; it decides no
- * durations. How plans are lowered: docs/schedule.md.
+ * tied-embedding gradient exchange), each on one queue (a GPU's in-order compute stream, one of
+ * its copy engines, or a CPU socket), with dependency edges and the memory each task allocates
+ * when it starts and frees when it ends. It decides what runs where and in which order; it
+ * decides no durations. How plans are lowered: docs/schedule.md.
  *
  * Walking the graph (what a runtime does):
  *   - Each queue runs its tasks one at a time. A compute queue runs them in exactly the order
@@ -21,8 +21,9 @@
  *     one list, deltas apply in the order given.
  * Task, queue and edge order are deterministic: the same plan gives the same graph.
  *
- * Sizes: lowering counts tasks, edges and memory deltas in 64 bits first and refuses a plan
- * whose graph would exceed MPRESS_SCHED_MAX_TASKS tasks (MPRESS_EINPUT, naming the count). */
+ * Sizes: lowering counts the tasks in 64 bits before it allocates anything and refuses a plan
+ * whose graph would exceed MPRESS_SCHED_MAX_TASKS tasks (MPRESS_EINPUT, err->path
+ * "micro_batches", the count in the text); edges and memory deltas are refused past INT_MAX. */
 #ifndef MPRESS_SCHED_H
 #define MPRESS_SCHED_H
 
@@ -35,7 +36,8 @@
 extern "C" {
 #endif
 
-/* Most tasks a graph may hold; task, edge and delta indices are int below this. */
+/* Most tasks a graph may hold, so that task indices, and the edges and deltas that grow with
+ * them, fit in an int. */
 #define MPRESS_SCHED_MAX_TASKS (1 << 28)
 
 enum mpress_task_kind {
@@ -97,7 +99,8 @@ struct mpress_task {
     int src, dst;               /* devices: GPU index, -1 = host; compute: src = dst = GPU */
     uint64_t bytes;             /* transfers: bytes moved; 0 for compute and CPU tasks */
     int queue;                  /* index into the queues */
-    int ends_iteration;         /* 1: the task that ends its stage's iteration (the step) */
+    int ends_iteration;         /* 1: the task that ends its stage's iteration: the GPU step,
+                                 * or the weights' copy back after a host step */
 };
 
 /* One change of one device's memory. */
@@ -141,8 +144,8 @@ int mpress_sched_count_kind(const struct mpress_sched *s, enum mpress_task_kind 
 
 /* Dependencies of task i: the tasks that must end before it starts (preds), and those that
  * wait for it (succs, in the order the lowering added them). *n receives the count; the array
- * is owned by s. A compute task's predecessor on its own queue is implicit (queue order), not
- * an edge. */
+ * is owned by s. A compute task's predecessor on its own queue is implicit in the queue's
+ * order and need not be an edge (the step before an iteration's first task also is one). */
 const int *mpress_sched_preds(const struct mpress_sched *s, int i, int *n);
 const int *mpress_sched_succs(const struct mpress_sched *s, int i, int *n);
 int mpress_sched_edge_count(const struct mpress_sched *s);
