@@ -35,6 +35,7 @@ struct saved_state {
     struct xbuf dev;
     struct xbuf part[MPRESS_MAX_GPUS];
     int state, evicted, prefetched;
+    int prefetching;            /* a part's prefetch has begun */
 };
 
 /* The tensors that cross the cut after stage k: (producer, output) with their offsets in the
@@ -428,7 +429,7 @@ static void free_step_state(struct mpress_exec *x)
             xfree(x, &s->dev);
             for (int q = 0; q < MPRESS_MAX_GPUS; q++)
                 xfree(x, &s->part[q]);
-            s->state = s->evicted = s->prefetched = 0;
+            s->state = s->evicted = s->prefetched = s->prefetching = 0;
         }
     }
     int nb = x->M * (x->S - 1);
@@ -762,7 +763,7 @@ static int run_forward(struct mpress_exec *x, const struct mpress_task *t,
                          WHERE_FMT, k, g, op->name, what, m)))
             return rc;
         s->state = SV_FWD;
-        s->evicted = s->prefetched = 0;
+        s->evicted = s->prefetched = s->prefetching = 0;
         io.saved[j] = s->dev.p;
     }
     param_io(x, o, &io);
@@ -943,7 +944,8 @@ static int run_backward(struct mpress_exec *x, const struct mpress_task *t,
         /* pinned stage inputs of this micro-batch are no longer needed */
         for (int p = 0; p < st->first_op; p++)
             for (int r = 0; r < IO; r++)
-                xfree(x, &x->out[m * n + p][r]);
+                if (x->pinned[PIN(x, k, p, r)])
+                    xfree(x, &x->out[m * n + p][r]);
     }
     return 0;
 }
@@ -977,7 +979,9 @@ static int run_evict(struct mpress_exec *x, const struct mpress_task *t, struct 
     if (rc)
         return rc;
     pthread_mutex_lock(&x->lock);
-    if (++s->evicted == parts) {
+    /* The GPU's copy goes when every part has left, unless a part is already coming back
+     * (a prefetch waits only for its own part's eviction): then the copy stays, intact. */
+    if (++s->evicted == parts && !s->prefetching) {
         xfree(x, &s->dev);
         s->state = SV_PARKED;
     }
@@ -996,6 +1000,7 @@ static int run_prefetch(struct mpress_exec *x, const struct mpress_task *t,
     uint64_t off = a->action == MPRESS_ACTION_HOST_SWAP ? 0 : part_offset(a, q);
     int rc = 0;
     pthread_mutex_lock(&x->lock);
+    s->prefetching = 1;
     if (!s->dev.p) {
         char what[80];
         snprintf(what, sizeof(what), "prefetched %s", op->saved[a->tensor].role);

@@ -307,6 +307,9 @@ int mpress_host_backend_create(const struct mpress_plan *plan,
     b->throttle = opt && opt->throttle;
     b->n_gpus = tp->n_gpus;
     mpress_host_hparams_default(&b->hp);
+    /* workers call GEMMs concurrently, and OpenBLAS results are reproducible at one thread
+     * count: one thread per call, as the reference trainer is run in the tests */
+    mpress_host_blas_threads(1);
     for (int i = 0; i <= b->n_gpus; i++) {
         pthread_mutex_init(&b->arenas[i].lock, NULL);
         b->arenas[i].capacity =

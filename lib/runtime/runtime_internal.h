@@ -7,7 +7,7 @@
 
 #include "mpress/error.h"
 #include "mpress/model.h"
-#include "runtime/host_ops.h"
+#include "host_ops.h"
 
 #define MPRESS_CHECKPOINT_FORMAT "mpress-checkpoint"
 #define MPRESS_CHECKPOINT_VERSION 1
