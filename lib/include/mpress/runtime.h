@@ -162,6 +162,13 @@ uint64_t mpress_exec_pinned_bytes(const struct mpress_exec *x, int gpu);
 int mpress_exec_save(struct mpress_exec *x, const char *file, struct mpress_error *err);
 int mpress_exec_load(struct mpress_exec *x, const char *file, struct mpress_error *err);
 
+/* The training corpus: the bytes of file, or without one (NULL) the default corpus, the
+ * markdown files of the docs/ folder of the source tree this library was built from
+ * (mpress_runtime_corpus_dir), concatenated in a fixed order. *data is malloc'd. */
+const char *mpress_runtime_corpus_dir(void);
+int mpress_runtime_corpus_load(const char *file, uint8_t **data, size_t *n,
+                               struct mpress_error *err);
+
 #ifdef __cplusplus
 }
 #endif
