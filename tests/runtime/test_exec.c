@@ -390,6 +390,98 @@ static void test_refusals(void)
     mpress_plan_finish(&p);
 }
 
+/* Measured against predicted memory. The model states and the reserve are allocated once and
+ * must equal the plan's bytes exactly; under keep-everything the activations' high-water mark
+ * must be the cost model's micro-batches in flight (1F1B: min(S - k, M) on stage k; GPipe: M)
+ * times the stage's saved bytes, counted here from the profile. The total peaks are printed
+ * beside the prediction (docs/runtime.md lists where they differ and why). */
+static void test_memory(const char *model, int gpus, const char *policy, int gpipe)
+{
+    struct mpress_plan p;
+    if (make_plan(model, gpus, policy, &p))
+        return;
+    if (gpipe) {
+        p.schedule = MPRESS_SCHEDULE_GPIPE;
+        mpress_plan_finish(&p);
+        /* the prediction depends on the schedule: plan it so */
+        struct mpress_model_config cfg;
+        mpress_model_find(model, &cfg);
+        struct mpress_error e0;
+        mpress_error_clear(&e0);
+        struct mpress_profile prof;
+        mpress_profile_init(&prof);
+        struct mpress_topology topo;
+        char path[4096];
+        const char *src = getenv("MPRESS_SRCDIR");
+        snprintf(path, sizeof(path), "%s/tests/data/runtime/emu4-64m.json", src ? src : ".");
+        struct mpress_plan_options o;
+        mpress_plan_options_init(&o);
+        o.micro_batches = MICRO;
+        o.schedule = MPRESS_SCHEDULE_GPIPE;
+        snprintf(o.policy, sizeof(o.policy), "%s", policy);
+        mpress_plan_init(&p);
+        if (mpress_profile_analytic(&cfg, mpress_gpu_spec_find("a100-80g"), &prof, &e0) ||
+            mpress_topology_load(path, &topo, &e0) || mpress_topology_restrict(&topo, gpus, &e0) ||
+            mpress_plan_create(&prof, &topo, &o, &p, &e0)) {
+            CHECK_MSG(0, "gpipe plan: %s", e0.text);
+            mpress_profile_finish(&prof);
+            return;
+        }
+        mpress_profile_finish(&prof);
+    }
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {0};
+    struct mpress_exec_options eo;
+    mpress_exec_options_init(&eo);
+    eo.data = data;
+    eo.n_data = n_data;
+    struct mpress_exec *x = NULL;
+    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
+    if (!rc)
+        rc = mpress_exec_create(&p, &be, &eo, &x, &err);
+    for (int s = 0; s < 2 && !rc; s++)
+        rc = mpress_exec_step(x, NULL, NULL, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    for (int k = 0; !rc && k < p.n_stages; k++) {
+        int g = p.stages[k].gpu;
+        const struct mpress_plan_gpu *pg = &p.gpus[g];
+        uint64_t cap, peak, at[MPRESS_MEM_KINDS], mx[MPRESS_MEM_KINDS];
+        be.memory(be.ctx, g, &cap, &peak, at, mx);
+        uint64_t pb = 0, gb = 0, ob = 0, saved = 0;
+        for (int o = p.stages[k].first_op; o <= p.stages[k].last_op; o++) {
+            pb += p.profile.ops[o].param_bytes;
+            gb += p.profile.ops[o].grad_bytes;
+            ob += p.profile.ops[o].optim_bytes;
+            for (int j = 0; j < p.profile.ops[o].n_tensors; j++)
+                saved += p.profile.ops[o].tensors[j].bytes;
+        }
+        CHECK_INT(mx[MPRESS_MEM_WEIGHTS], pb);
+        CHECK_INT(mx[MPRESS_MEM_GRADIENTS], gb);
+        CHECK_INT(mx[MPRESS_MEM_OPTIMIZER], p.stages[k].optimizer_on_host ? 0 : ob);
+        CHECK_INT(mx[MPRESS_MEM_WEIGHTS], pg->weights);
+        CHECK_INT(mx[MPRESS_MEM_RESERVE], pg->reserve);
+        if (strcmp(policy, "none") == 0) {
+            int S = p.n_stages, M = p.micro_batches;
+            uint64_t inflight = gpipe ? (uint64_t)M : (uint64_t)(S - k < M ? S - k : M);
+            CHECK_INT(mx[MPRESS_MEM_ACTIVATIONS], inflight * saved);
+            CHECK_INT(pg->activations, inflight * saved);
+        }
+        fprintf(stderr, "memory %s %d devices %s%s, gpu %d (stage %d): measured peak %llu, "
+                "predicted %llu (%+.2f %%); working %llu vs %llu, buffers %llu vs %llu\n",
+                model, gpus, policy, gpipe ? " gpipe" : "", g, k, (unsigned long long)peak,
+                (unsigned long long)pg->peak,
+                100.0 * ((double)peak - (double)pg->peak) / (double)pg->peak,
+                (unsigned long long)at[MPRESS_MEM_WORKING], (unsigned long long)pg->working,
+                (unsigned long long)at[MPRESS_MEM_BUFFERS], (unsigned long long)pg->buffers);
+    }
+    mpress_exec_destroy(x);
+    if (be.destroy)
+        be.destroy(be.ctx);
+    mpress_plan_finish(&p);
+}
+
 int main(void)
 {
     mpress_host_blas_threads(1);
@@ -400,6 +492,12 @@ int main(void)
     test_refusals();
     test_out_of_memory();
     test_resume();
+    test_memory("gpt-tiny", 2, "none", 0);
+    test_memory("gpt-tiny", 4, "none", 0);
+    test_memory("gpt-tiny", 2, "none", 1);
+    test_memory("gpt-tiny", 2, "recompute", 0);
+    test_memory("bert-tiny", 2, "none", 0);
+    test_memory("bert-tiny", 4, "recompute", 0);
     test_bit_identical("gpt-tiny", 2);
     test_bit_identical("gpt-tiny", 4);
     test_bit_identical("bert-tiny", 2);
