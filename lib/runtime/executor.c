@@ -319,7 +319,9 @@ static void find_pins(struct mpress_exec *x)
             if (x->pinned[PIN(x, k, ct->prod[i], ct->idx[i])])
                 x->pinned_bytes[gpu_of_stage(x, k)] +=
                     x->model.ops[ct->prod[i]].outputs[ct->idx[i]].bytes *
-                    (uint64_t)(x->S - k < x->M ? x->S - k : x->M);
+                    (uint64_t)(x->plan->schedule == MPRESS_SCHEDULE_GPIPE || x->S - k > x->M
+                                   ? x->M
+                                   : x->S - k);
     }
 }
 

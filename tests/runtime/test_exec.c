@@ -482,6 +482,75 @@ static void test_memory(const char *model, int gpus, const char *policy, int gpi
     mpress_plan_finish(&p);
 }
 
+/* --throttle: a host swap's copies take at least bytes / the PCIe bandwidth, and a GPU's
+ * evictions share its one D2H engine, so a step lasts at least the bytes it evicts over that
+ * bandwidth. */
+static void test_throttle(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 2, "none", &p))
+        return;
+    uint64_t evicted = 0;
+    for (int i = 0; i < p.n_actions; i++) {
+        struct mpress_plan_action *a = &p.actions[i];
+        a->action = MPRESS_ACTION_HOST_SWAP;
+        a->evict_after_op = a->prefetch_before_op = a->op;
+        if (a->op <= p.stages[0].last_op)
+            evicted += p.profile.ops[a->op].tensors[a->tensor].bytes;
+    }
+    evicted *= (uint64_t)p.micro_batches;
+    double bw = 10e6;   /* 74 ms for stage 0: well above an unthrottled step here (~15 ms) */
+    p.topology.pcie_bytes_per_s = bw;
+    for (int s = 0; s < p.topology.n_switches; s++)
+        p.topology.switches[s].uplink_bytes_per_s = bw;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {1};
+    struct mpress_exec_options eo;
+    mpress_exec_options_init(&eo);
+    eo.data = data;
+    eo.n_data = n_data;
+    struct mpress_exec *x = NULL;
+    double secs = 0;
+    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
+    if (!rc)
+        rc = mpress_exec_create(&p, &be, &eo, &x, &err);
+    if (!rc)
+        rc = mpress_exec_step(x, NULL, &secs, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    double floor_s = (double)evicted / bw;
+    fprintf(stderr, "throttled step: %.4f s, stage 0 evicts %llu bytes: at least %.4f s\n", secs,
+            (unsigned long long)evicted, floor_s);
+    CHECK_MSG(secs >= floor_s, "step %.4f s < %.4f s", secs, floor_s);
+    mpress_exec_destroy(x);
+    if (be.destroy)
+        be.destroy(be.ctx);
+    mpress_plan_finish(&p);
+}
+
+/* One device: no boundaries, the head's tied weight shares the embedding's on the stage. */
+static void test_one_device(const char *model)
+{
+    char ref[128];
+    snprintf(ref, sizeof(ref), "exec-%s-ref1.ckpt", model);
+    double ref_loss = 0;
+    reference(model, ref, &ref_loss);
+    struct mpress_plan p;
+    if (make_plan(model, 1, "none", &p))
+        return;
+    check_variant(model, 1, "keep", &p, ref, ref_loss);
+    for (int i = 0; i < p.n_actions; i++) {
+        struct mpress_plan_action *a = &p.actions[i];
+        a->action = i % 2 ? MPRESS_ACTION_RECOMPUTE : MPRESS_ACTION_HOST_SWAP;
+        a->evict_after_op = a->prefetch_before_op = a->op;
+    }
+    p.stages[0].optimizer_on_host = 1;
+    check_variant(model, 1, "mixed-host-opt", &p, ref, ref_loss);
+    mpress_plan_finish(&p);
+    remove(ref);
+}
+
 int main(void)
 {
     mpress_host_blas_threads(1);
@@ -492,6 +561,9 @@ int main(void)
     test_refusals();
     test_out_of_memory();
     test_resume();
+    test_throttle();
+    test_one_device("gpt-tiny");
+    test_one_device("bert-tiny");
     test_memory("gpt-tiny", 2, "none", 0);
     test_memory("gpt-tiny", 4, "none", 0);
     test_memory("gpt-tiny", 2, "none", 1);
