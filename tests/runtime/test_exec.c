@@ -72,12 +72,28 @@ static int same_files(const char *a, const char *b)
     return same;
 }
 
+/* A zoo model, or tests/data/runtime/NAME.json (mpress-model). */
+static int find_config(const char *model, struct mpress_model_config *cfg)
+{
+    if (mpress_model_find(model, cfg) == 0)
+        return 0;
+    char path[4096];
+    const char *src = getenv("MPRESS_SRCDIR");
+    snprintf(path, sizeof(path), "%s/tests/data/runtime/%s.json", src ? src : ".", model);
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = mpress_model_config_load(path, cfg, &err);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", path, err.text);
+    return rc;
+}
+
 static int make_plan(const char *model, int gpus, const char *policy, struct mpress_plan *plan)
 {
     struct mpress_error err;
     mpress_error_clear(&err);
     struct mpress_model_config cfg;
-    if (mpress_model_find(model, &cfg) != 0)
+    if (find_config(model, &cfg) != 0)
         return -1;
     struct mpress_profile prof;
     mpress_profile_init(&prof);
@@ -161,7 +177,10 @@ static int run_plan(const struct mpress_plan *plan, int steps, const char *load,
 static void reference(const char *model, const char *save, double *loss)
 {
     struct mpress_model_config cfg;
-    mpress_model_find(model, &cfg);
+    if (find_config(model, &cfg) != 0) {
+        CHECK_MSG(0, "no model %s", model);
+        return;
+    }
     struct mpress_host_trainer_options o;
     mpress_host_trainer_options_default(&o);
     struct mpress_host_trainer *t = NULL;
@@ -574,6 +593,9 @@ int main(void)
     test_bit_identical("gpt-tiny", 4);
     test_bit_identical("bert-tiny", 2);
     test_bit_identical("bert-tiny", 4);
+    /* fp32 storage (the weights are the master copy, also on the host), SGD, flash attention */
+    test_bit_identical("gpt-tiny-fp32-sgd", 2);
+    test_bit_identical("bert-tiny-fp32-flash", 2);
     free(data);
     return check_done();
 }
