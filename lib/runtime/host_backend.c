@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mpress/model.h"
 #include "mpress/runtime.h"
@@ -294,6 +295,21 @@ int mpress_host_backend_create(const struct mpress_plan *plan,
     if (tp->n_gpus < 1 || tp->n_gpus > MPRESS_MAX_GPUS)
         return mpress_error_set(err, MPRESS_EINPUT, "the plan's topology has %d GPUs",
                                 tp->n_gpus);
+    /* Every emulated byte is a byte of this machine: refuse a plan whose predicted peaks (less
+     * the reserves, which are only counted) exceed its physical memory, before any step. */
+    uint64_t need = 0;
+    for (int g = 0; g < plan->n_gpus && plan->gpus; g++)
+        need += plan->gpus[g].peak > plan->gpus[g].reserve
+                    ? plan->gpus[g].peak - plan->gpus[g].reserve
+                    : 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    if (ram && need > ram)
+        return mpress_error_set(err, MPRESS_EUSAGE, "the host backend cannot run this plan "
+                                "here: its GPUs' predicted peaks (reserves aside) need %llu "
+                                "bytes, this machine has %llu bytes of memory; plan the model "
+                                "against a smaller topology", (unsigned long long)need,
+                                (unsigned long long)ram);
     struct host_be *b = calloc(1, sizeof(*b));
     if (!b)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");

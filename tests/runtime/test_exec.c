@@ -406,6 +406,13 @@ static void test_refusals(void)
     mpress_error_clear(&err);
     CHECK_INT(run_plan(&p, 1, NULL, NULL, &err, NULL), MPRESS_EINPUT);
     CHECK(strstr(err.text, "conv") != NULL);
+    /* a plan whose devices need more memory than this machine has */
+    uint64_t peak = p.gpus[0].peak;
+    p.gpus[0].peak = UINT64_C(1) << 62;
+    mpress_error_clear(&err);
+    CHECK_INT(run_plan(&p, 1, NULL, NULL, &err, NULL), MPRESS_EUSAGE);
+    CHECK(strstr(err.text, "this machine has") != NULL);
+    p.gpus[0].peak = peak;
     mpress_plan_finish(&p);
 }
 
