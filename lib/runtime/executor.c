@@ -21,6 +21,9 @@
 #define IO 4
 #define SV 8
 #define MAX_DEPTH 64
+/* out and grad are per stage: a tensor passed through a stage, or held there for a recompute,
+ * has its own buffer on each stage that holds it. */
+#define SLOT(x, k, m) (((size_t)(k) * (size_t)(x)->M + (size_t)(m)) * (size_t)(x)->n_ops)
 #define PIN(x, k, q, r) ((((size_t)(k) * (size_t)(x)->n_ops) + (size_t)(q)) * IO + (size_t)(r))
 
 struct xbuf {
@@ -421,11 +424,12 @@ static void free_step_state(struct mpress_exec *x)
 {
     if (!x->out)
         return;
-    for (int u = 0; u < x->M * x->n_ops; u++) {
+    for (size_t u = 0; u < (size_t)x->S * (size_t)x->M * (size_t)x->n_ops; u++)
         for (int r = 0; r < IO; r++) {
             xfree(x, &x->out[u][r]);
             xfree(x, &x->grad[u][r]);
         }
+    for (int u = 0; u < x->M * x->n_ops; u++) {
         for (int j = 0; j < SV; j++) {
             struct saved_state *s = &x->saved[u][j];
             xfree(x, &s->dev);
@@ -541,8 +545,8 @@ int mpress_exec_create(const struct mpress_plan *plan, struct mpress_backend *be
     x->last_use = calloc((size_t)n * IO, sizeof(int));
     x->pinned = calloc((size_t)S * (size_t)n * IO, 1);
     x->cuts = calloc((size_t)S, sizeof(*x->cuts));
-    x->out = calloc((size_t)M * (size_t)n, sizeof(*x->out));
-    x->grad = calloc((size_t)M * (size_t)n, sizeof(*x->grad));
+    x->out = calloc((size_t)S * (size_t)M * (size_t)n, sizeof(*x->out));
+    x->grad = calloc((size_t)S * (size_t)M * (size_t)n, sizeof(*x->grad));
     x->saved = calloc((size_t)M * (size_t)n, sizeof(*x->saved));
     size_t nb = (size_t)M * (size_t)S;
     x->send_act = calloc(nb, sizeof(struct xbuf));
@@ -621,8 +625,8 @@ static int produce(struct mpress_exec *x, int k, int m, int q, int r, struct tem
         *out = batch_input(x, m, r);
         return 0;
     }
-    if (x->out[m * x->n_ops + q][r].p) {
-        *out = x->out[m * x->n_ops + q][r].p;
+    if (x->out[SLOT(x, k, m) + q][r].p) {
+        *out = x->out[SLOT(x, k, m) + q][r].p;
         return 0;
     }
     if (r == 0) {
@@ -679,7 +683,7 @@ static int unpack(struct mpress_exec *x, const struct cut *ct, const struct xbuf
     int g = gpu_of_stage(x, k);
     for (int i = 0; i < ct->n; i++) {
         int p = ct->prod[i], r = ct->idx[i];
-        struct xbuf *b = grads ? &x->grad[m * x->n_ops + p][r] : &x->out[m * x->n_ops + p][r];
+        struct xbuf *b = grads ? &x->grad[SLOT(x, k, m) + p][r] : &x->out[SLOT(x, k, m) + p][r];
         uint64_t bytes = x->model.ops[p].outputs[r].bytes;
         int kind = !grads && x->pinned[PIN(x, k, p, r)] ? MPRESS_MEM_ACTIVATIONS
                                                          : MPRESS_MEM_WORKING;
@@ -705,7 +709,7 @@ static int pack(struct mpress_exec *x, const struct cut *ct, struct xbuf *to, in
                     grads ? "boundary gradient send buffer" : "boundary send buffer", m);
     for (int i = 0; !rc && i < ct->n; i++) {
         int p = ct->prod[i], r = ct->idx[i];
-        struct xbuf *b = grads ? &x->grad[m * x->n_ops + p][r] : &x->out[m * x->n_ops + p][r];
+        struct xbuf *b = grads ? &x->grad[SLOT(x, k, m) + p][r] : &x->out[SLOT(x, k, m) + p][r];
         uint64_t bytes = x->model.ops[p].outputs[r].bytes;
         char *dst = (char *)to->p + ct->off[i];
         if (b->p)
@@ -745,17 +749,18 @@ static int run_forward(struct mpress_exec *x, const struct mpress_task *t,
     for (int i = 0; i < op->n_inputs; i++) {
         const struct mpress_model_tensor *in = &op->inputs[i];
         io.in[i] = in->producer < 0 ? batch_input(x, m, in->producer_output)
-                                    : x->out[m * n + in->producer][in->producer_output].p;
+                                    : x->out[SLOT(x, k, m) + in->producer][in->producer_output].p;
         if (!io.in[i])
             return mpress_error_set(err, MPRESS_ESYSTEM, "internal error: " WHERE_FMT
                                     ": input %s is not on the GPU", k, g, op->name, "forward",
                                     m, in->role);
     }
     for (int i = 0; i < op->n_outputs; i++) {
-        if ((rc = xalloc(x, &x->out[m * n + o][i], g, MPRESS_MEM_WORKING, op->outputs[i].bytes,
-                         0, err, WHERE_FMT, k, g, op->name, op->outputs[i].role, m)))
+        if ((rc = xalloc(x, &x->out[SLOT(x, k, m) + o][i], g, MPRESS_MEM_WORKING,
+                         op->outputs[i].bytes, 0, err, WHERE_FMT, k, g, op->name,
+                         op->outputs[i].role, m)))
             return rc;
-        io.out[i] = x->out[m * n + o][i].p;
+        io.out[i] = x->out[SLOT(x, k, m) + o][i].p;
     }
     for (int j = 0; j < op->n_saved; j++) {
         struct saved_state *s = sv_at(x, m, o, j);
@@ -794,7 +799,7 @@ static int run_forward(struct mpress_exec *x, const struct mpress_task *t,
     /* outputs whose last reader on this stage was this op */
     for (int p = 0; p <= o; p++)
         for (int r = 0; r < x->model.ops[p].n_outputs; r++) {
-            struct xbuf *b = &x->out[m * n + p][r];
+            struct xbuf *b = &x->out[SLOT(x, k, m) + p][r];
             int lu = x->last_use[p * IO + r];
             if (!b->p || x->pinned[PIN(x, k, p, r)] ||
                 (st->last_op == n - 1 && needed_by_loss_backward(x, p, r)))
@@ -891,7 +896,7 @@ static int run_backward(struct mpress_exec *x, const struct mpress_task *t,
                                     op->saved[j].role);
     }
     for (int i = 0; i < op->n_outputs; i++) {
-        struct xbuf *b = &x->grad[m * n + o][i];
+        struct xbuf *b = &x->grad[SLOT(x, k, m) + o][i];
         if (!b->p) {
             if ((rc = xalloc(x, b, g, MPRESS_MEM_WORKING, op->outputs[i].bytes, 1, err,
                              WHERE_FMT, k, g, op->name, "output gradient", m)))
@@ -911,8 +916,8 @@ static int run_backward(struct mpress_exec *x, const struct mpress_task *t,
             continue;
         }
         if (needed_by_loss_backward(x, in->producer, in->producer_output))
-            io.in[i] = x->out[m * n + in->producer][in->producer_output].p;
-        struct xbuf *b = &x->grad[m * n + in->producer][in->producer_output];
+            io.in[i] = x->out[SLOT(x, k, m) + in->producer][in->producer_output].p;
+        struct xbuf *b = &x->grad[SLOT(x, k, m) + in->producer][in->producer_output];
         if (!b->p && (rc = xalloc(x, b, g, MPRESS_MEM_WORKING,
                                   x->model.ops[in->producer].outputs[in->producer_output].bytes,
                                   1, err, WHERE_FMT, k, g, op->name, "input gradient", m)))
@@ -931,11 +936,11 @@ static int run_backward(struct mpress_exec *x, const struct mpress_task *t,
     }
     pthread_mutex_unlock(&x->lock);
     for (int i = 0; i < op->n_outputs; i++)
-        xfree(x, &x->grad[m * n + o][i]);
+        xfree(x, &x->grad[SLOT(x, k, m) + o][i]);
     for (int i = 0; i < op->n_inputs; i++) {
         const struct mpress_model_tensor *in = &op->inputs[i];
         if (in->producer >= 0 && needed_by_loss_backward(x, in->producer, in->producer_output))
-            xfree(x, &x->out[m * n + in->producer][in->producer_output]);
+            xfree(x, &x->out[SLOT(x, k, m) + in->producer][in->producer_output]);
     }
     if (o == st->last_op && k + 1 < x->S)
         xfree(x, &x->recv_grad[m * x->S + k]);
@@ -947,7 +952,7 @@ static int run_backward(struct mpress_exec *x, const struct mpress_task *t,
         for (int p = 0; p < st->first_op; p++)
             for (int r = 0; r < IO; r++)
                 if (x->pinned[PIN(x, k, p, r)])
-                    xfree(x, &x->out[m * n + p][r]);
+                    xfree(x, &x->out[SLOT(x, k, m) + p][r]);
     }
     return 0;
 }
