@@ -117,57 +117,84 @@ static double pct(uint64_t measured, uint64_t predicted)
     return predicted ? 100.0 * ((double)measured - (double)predicted) / (double)predicted : 0;
 }
 
-/* The trace: the last step's tasks at their measured times, and the schedule's memory lists
- * applied at those times (what the plan charges, along the real timeline). */
-static int write_host_trace(const char *file, struct mpress_exec *x, struct mpress_error *err)
+/* The neutral run report of the last step (mpress/run_report.h), so that the table and the
+ * trace come from the simulator's output code: the tasks at their measured times, the
+ * schedule's memory lists applied at those times (what the plan charges, along the real
+ * timeline), and the summary from what was measured (peaks and breakdowns from the arenas,
+ * the mean step time). */
+struct host_report {
+    struct mpress_run_report r;
+    struct mpress_run_task_time *times;
+    struct mpress_run_mem_event *mem;
+};
+
+static int host_report_build(struct host_report *h, struct mpress_exec *x,
+                             struct mpress_backend *be, long steps, double it,
+                             struct mpress_error *err)
 {
     const struct mpress_sched *s = mpress_exec_sched(x);
     const struct mpress_plan *plan = mpress_sched_plan(s);
     const double *tt = mpress_exec_task_times(x);
     int n = mpress_sched_task_count(s);
-    struct mpress_run_report r;
-    memset(&r, 0, sizeof(r));
-    struct mpress_run_task_time *times = calloc((size_t)n + 1, sizeof(*times));
-    struct mpress_run_mem_event *mem = calloc(2 * (size_t)n + 1, sizeof(*mem));
-    if (!times || !mem) {
-        free(times);
-        free(mem);
+    memset(h, 0, sizeof(*h));
+    h->times = calloc((size_t)n + 1, sizeof(*h->times));
+    h->mem = calloc(2 * (size_t)n + 1, sizeof(*h->mem));
+    if (!h->times || !h->mem)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    }
     long nm = 0;
-    mem[nm++] = (struct mpress_run_mem_event){0, -1, 0};
+    h->mem[nm++] = (struct mpress_run_mem_event){0, -1, 0};
+    struct mpress_run_summary *S = &h->r.summary;
+    S->n_gpus = plan->topology.n_gpus;
     for (int i = 0; i < n; i++) {
-        times[i] = (struct mpress_run_task_time){tt[2 * i], tt[2 * i], tt[2 * i + 1]};
-        mem[nm++] = (struct mpress_run_mem_event){tt[2 * i], i, 0};
-        mem[nm++] = (struct mpress_run_mem_event){tt[2 * i + 1], i, 1};
+        h->times[i] = (struct mpress_run_task_time){tt[2 * i], tt[2 * i], tt[2 * i + 1]};
+        h->mem[nm++] = (struct mpress_run_mem_event){tt[2 * i], i, 0};
+        h->mem[nm++] = (struct mpress_run_mem_event){tt[2 * i + 1], i, 1};
+        const struct mpress_task *t = mpress_sched_task(s, i);
+        if (t->queue == mpress_sched_compute_queue(s, t->src) && t->src >= 0)
+            S->gpus[t->src].busy_s += tt[2 * i + 1] - tt[2 * i];
+        if (tt[2 * i + 1] > S->total_s)
+            S->total_s = tt[2 * i + 1];
     }
-    /* in time order; ties keep task order (insertion sort is stable and the lists are short) */
+    /* in time order; ties keep task order (a stable insertion sort) */
     for (long i = 1; i < nm; i++) {
-        struct mpress_run_mem_event e = mem[i];
+        struct mpress_run_mem_event e = h->mem[i];
         long j = i - 1;
-        while (j >= 1 && mem[j].t > e.t)
-            mem[j + 1] = mem[j], j--;
-        mem[j + 1] = e;
+        while (j >= 1 && h->mem[j].t > e.t) {
+            h->mem[j + 1] = h->mem[j];
+            j--;
+        }
+        h->mem[j + 1] = e;
     }
-    r.sched = s;
-    r.verb = "measured";
-    r.times = times;
-    r.mem = mem;
-    r.n_mem = nm;
-    r.summary.iterations = 1;
-    r.summary.n_gpus = plan->topology.n_gpus;
-    for (int g = 0; g < plan->topology.n_gpus; g++) {
-        r.summary.gpus[g].gpu = g;
-        r.summary.gpus[g].capacity = plan->topology.gpus[g].memory_bytes;
-        r.summary.gpus[g].stage = plan->gpus && g < plan->n_gpus ? plan->gpus[g].stage : -1;
+    h->r.sched = s;
+    h->r.verb = "measured";
+    h->r.times = h->times;
+    h->r.mem = h->mem;
+    h->r.n_mem = nm;
+    const struct mpress_model_config *mc = &plan->profile.model;
+    S->iterations = (int)steps;
+    S->iteration_s = it;
+    S->iteration_end_s = S->total_s;
+    S->samples_per_s = it > 0 ? (double)plan->micro_batches * mc->micro_batch / it : 0;
+    for (int o = 0; o < plan->profile.n_ops; o++)
+        S->model_flops_per_iter += 3.0 * plan->profile.ops[o].fwd_flops * plan->micro_batches;
+    S->model_tflops = it > 0 ? S->model_flops_per_iter / it / 1e12 : 0;
+    S->hardware_tflops = S->model_tflops;
+    S->oom_gpu = -1;
+    for (int g = 0; g < S->n_gpus; g++) {
+        struct mpress_run_gpu *G = &S->gpus[g];
+        G->gpu = g;
+        G->stage = plan->gpus && g < plan->n_gpus ? plan->gpus[g].stage : -1;
+        be->memory(be->ctx, g, &G->capacity, &G->peak, G->at_peak, NULL);
     }
-    char *text = mpress_run_trace(&r);
-    int rc = text ? mpress_write_file_atomic(file, text, strlen(text), err)
-                  : mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    free(text);
-    free(times);
-    free(mem);
-    return rc;
+    uint64_t hat[MPRESS_MEM_KINDS];
+    be->memory(be->ctx, MPRESS_RT_HOST, &S->host_capacity, &S->host_peak, hat, NULL);
+    return 0;
+}
+
+static void host_report_finish(struct host_report *h)
+{
+    free(h->times);
+    free(h->mem);
 }
 
 static json_t *kinds_json(const uint64_t *k)
@@ -196,6 +223,8 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
     struct mpress_exec *x = NULL;
     double *losses = NULL, *secs = NULL;
     json_t *root = NULL;
+    struct host_report hr;
+    memset(&hr, 0, sizeof(hr));
     rc = mpress_runtime_corpus_load(ho->data, &data, &n_data, &err);
     if (rc) {
         rc = cli_fail("run", "cannot read the training data", &err);
@@ -244,13 +273,21 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
     for (long s = first; s < ho->steps; s++)
         it += secs[s];
     it /= (double)(ho->steps - first);
-    printf("host run of %s: %s, %d stages, %s, %d micro-batches, %ld steps from step %d\n",
-           file, mc->name, plan->n_stages, mpress_schedule_name(plan->schedule),
-           plan->micro_batches, ho->steps, mpress_exec_steps_done(x) - (int)ho->steps);
-    printf("loss: first %.6f, last %.6f\n", losses[0], losses[ho->steps - 1]);
-    printf("iteration: measured %.6g s, predicted %.6g s; samples/s: measured %.1f, "
-           "predicted %.1f\n", it, plan->iteration_s, it > 0 ? samples / it : 0.0,
-           plan->samples_per_s);
+    if ((rc = host_report_build(&hr, x, &be, ho->steps, it, &err))) {
+        rc = cli_fail("run", "cannot report", &err);
+        goto done;
+    }
+    char *table = mpress_run_render(&hr.r);
+    if (!table) {
+        cli_error("run", "out of memory");
+        rc = MPRESS_ESYSTEM;
+        goto done;
+    }
+    fputs(table, stdout);
+    free(table);
+    printf("\nhost run of %s: %s, %ld steps from step %d; loss: first %.6f, last %.6f\n",
+           file, mc->name, ho->steps, mpress_exec_steps_done(x) - (int)ho->steps, losses[0],
+           losses[ho->steps - 1]);
     root = json_object();
     json_t *jg = json_array();
     printf("memory per GPU, bytes at its peak (measured | predicted | difference):\n");
@@ -322,9 +359,15 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
             goto done;
         }
     }
-    if (ho->trace && (rc = write_host_trace(ho->trace, x, &err))) {
-        rc = cli_fail("run", "cannot write the trace", &err);
-        goto done;
+    if (ho->trace) {
+        char *text = mpress_run_trace(&hr.r);
+        rc = text ? mpress_write_file_atomic(ho->trace, text, strlen(text), &err)
+                  : mpress_error_set(&err, MPRESS_ESYSTEM, "out of memory");
+        free(text);
+        if (rc) {
+            rc = cli_fail("run", "cannot write the trace", &err);
+            goto done;
+        }
     }
     if (ho->save && (rc = mpress_exec_save(x, ho->save, &err))) {
         snprintf(what, sizeof(what), "cannot save '%s'", ho->save);
@@ -333,6 +376,7 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
     }
     json_decref(jg);
 done:
+    host_report_finish(&hr);
     json_decref(root);
     free(losses);
     free(secs);

@@ -7,4 +7,4 @@ print('report:', r['format'], r['backend'], r['model'], r['steps'], 'steps,', le
 for g in r['gpus']:
     m, p = g['measured_max_per_kind'], g['predicted']
     print('gpu', g['gpu'], 'stage', g['stage'], '- states and reserve as predicted:', all(m[k] == p[k] for k in ('weights', 'gradients', 'optimizer', 'reserve')), '- activations as predicted:', m['activations'] == p['activations'])
-" && grep -c '^step [12]: loss' err.txt && grep -E '^(host run|loss:|memory per)' out.txt
+" && grep -c '^step [12]: loss' err.txt && grep -E '^(measured|host run|memory per)' out.txt
