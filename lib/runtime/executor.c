@@ -1279,7 +1279,21 @@ int mpress_exec_step(struct mpress_exec *x, double *loss, double *seconds,
             return mpress_error_set(err, MPRESS_ESYSTEM, "internal error: task %d did not run",
                                     i);
         }
-    free_step_state(x);     /* nothing should be left; frees what a bug would leak */
+    /* Every tensor of the step has been freed by the task the schedule gives it: anything
+     * left (but model states and reserves) is a bug in the data flow, not memory to carry. */
+    for (int d = -1; x->be->usage && d < x->plan->topology.n_gpus; d++) {
+        uint64_t cur[MPRESS_MEM_KINDS];
+        x->be->usage(x->be->ctx, d, cur);
+        for (int kd = MPRESS_MEM_ACTIVATIONS; kd <= MPRESS_MEM_BUFFERS; kd++)
+            if (cur[kd]) {
+                free_step_state(x);
+                return mpress_error_set(err, MPRESS_ESYSTEM, "internal error: %llu bytes of "
+                                        "%s left on %s %d after the step",
+                                        (unsigned long long)cur[kd], mpress_mem_kind_name(kd),
+                                        d < 0 ? "host" : "gpu", d);
+            }
+    }
+    free_step_state(x);     /* resets the per-step bookkeeping; frees nothing now */
     double sum = 0;
     for (int m = 0; m < x->M; m++)
         sum += x->loss[m];

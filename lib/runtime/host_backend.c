@@ -262,6 +262,15 @@ static void hb_memory(void *ctx, int dev, uint64_t *capacity, uint64_t *peak_tot
     pthread_mutex_unlock(&a->lock);
 }
 
+static void hb_usage(void *ctx, int dev, uint64_t *current)
+{
+    struct host_be *b = ctx;
+    struct arena *a = arena_of(b, dev);
+    pthread_mutex_lock(&a->lock);
+    memcpy(current, a->cur, sizeof(a->cur));
+    pthread_mutex_unlock(&a->lock);
+}
+
 static void hb_reset_peaks(void *ctx)
 {
     struct host_be *b = ctx;
@@ -359,6 +368,7 @@ int mpress_host_backend_create(const struct mpress_plan *plan,
     out->optimizer_step = hb_step;
     out->synchronize = NULL;    /* every call has finished when it returns */
     out->memory = hb_memory;
+    out->usage = hb_usage;
     out->reset_peaks = hb_reset_peaks;
     out->destroy = hb_destroy;
     return 0;

@@ -103,6 +103,9 @@ struct mpress_backend {
      * (each kind's own high-water mark). */
     void (*memory)(void *ctx, int dev, uint64_t *capacity, uint64_t *peak_total,
                    uint64_t *at_peak, uint64_t *max_kind);
+    /* Optional: the bytes dev holds now, per kind (MPRESS_MEM_KINDS entries). The executor
+     * checks after each step that only model states and the reserve are left. */
+    void (*usage)(void *ctx, int dev, uint64_t *current);
     /* Optional: forget the peaks (after warm-up). */
     void (*reset_peaks)(void *ctx);
     void (*destroy)(void *ctx);             /* optional */
