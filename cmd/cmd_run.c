@@ -359,15 +359,9 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
             goto done;
         }
     }
-    if (ho->trace) {
-        char *text = mpress_run_trace(&hr.r);
-        rc = text ? mpress_write_file_atomic(ho->trace, text, strlen(text), &err)
-                  : mpress_error_set(&err, MPRESS_ESYSTEM, "out of memory");
-        free(text);
-        if (rc) {
-            rc = cli_fail("run", "cannot write the trace", &err);
-            goto done;
-        }
+    if (ho->trace && (rc = write_text(ho->trace, mpress_run_trace(&hr.r), &err))) {
+        rc = cli_fail("run", "cannot write the trace", &err);
+        goto done;
     }
     if (ho->save && (rc = mpress_exec_save(x, ho->save, &err))) {
         snprintf(what, sizeof(what), "cannot save '%s'", ho->save);

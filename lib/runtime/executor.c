@@ -610,9 +610,6 @@ static struct saved_state *sv_at(struct mpress_exec *x, int m, int op, int j)
     return &x->saved[m * x->n_ops + op][j];
 }
 
-static int produce(struct mpress_exec *x, int k, int m, int q, int r, struct temps *tp,
-                   const void **out, int depth, struct mpress_error *err);
-
 /* A buffer holding output r of op q for micro-batch m on stage k's GPU, for a recompute: the
  * data loader's, a live or pinned output, a copy saved by a consumer that is on the GPU now,
  * or the producer's forward run again (recursively). */
