@@ -32,6 +32,9 @@ struct host_be {
     struct mpress_host_hparams hp;
     int throttle;
     int n_gpus;
+    pthread_mutex_t link_lock;  /* the links' free times (--throttle) */
+    double pcie_free[MPRESS_MAX_GPUS][2], uplink_free[MPRESS_MAX_GPUS][2];
+    double pair_free[MPRESS_MAX_GPUS][MPRESS_MAX_GPUS];
     struct arena arenas[MPRESS_MAX_GPUS + 1];    /* [n_gpus] is the host */
 };
 
@@ -110,23 +113,47 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The bandwidth a copy between two devices gets: a GPU's PCIe link (capped by its switch's
- * uplink) to or from the host; the NVLinks of a pair, or PCIe through the host without any. */
-static double link_bytes_per_s(const struct host_be *b, int src, int dst)
+/* Links a throttled copy occupies, FIFO: each GPU's PCIe link and each switch's uplink per
+ * direction (0 toward the host, 1 from it), and each ordered GPU pair's NVLinks. A copy takes
+ * every link on its path from when the last of them is free, for bytes / the slowest of them;
+ * so copies that share a link queue on it (the simulator shares it fairly instead: the same
+ * total, other finish times). */
+struct link_path {
+    double *free_at[3];
+    int n;
+    double bytes_per_s;
+};
+
+static void path_of(struct host_be *b, int src, int dst, struct link_path *p)
 {
     const struct mpress_topology *tp = &b->plan->topology;
+    p->n = 0;
+    p->bytes_per_s = 0;
     if (src == dst)
-        return 0;
+        return;
     if (src == MPRESS_RT_HOST || dst == MPRESS_RT_HOST) {
-        int g = src == MPRESS_RT_HOST ? dst : src;
+        int g = src == MPRESS_RT_HOST ? dst : src, dir = src == MPRESS_RT_HOST;
         double bw = tp->pcie_bytes_per_s;
+        p->free_at[p->n++] = &b->pcie_free[g][dir];
         int sw = tp->gpus[g].pcie_switch;
-        if (sw >= 0 && sw < tp->n_switches && tp->switches[sw].uplink_bytes_per_s > 0 &&
-            tp->switches[sw].uplink_bytes_per_s < bw)
-            bw = tp->switches[sw].uplink_bytes_per_s;
-        return bw;
+        if (sw >= 0 && sw < tp->n_switches && tp->switches[sw].uplink_bytes_per_s > 0) {
+            p->free_at[p->n++] = &b->uplink_free[sw][dir];
+            if (tp->switches[sw].uplink_bytes_per_s < bw || bw <= 0)
+                bw = tp->switches[sw].uplink_bytes_per_s;
+        }
+        p->bytes_per_s = bw;
+        return;
     }
-    return mpress_topology_p2p_bytes_per_s(tp, src, dst);
+    double bw = mpress_topology_p2p_bytes_per_s(tp, src, dst);
+    if (bw <= 0) {
+        /* no NVLink: through the host over both GPUs' PCIe links */
+        bw = tp->pcie_bytes_per_s;
+        p->free_at[p->n++] = &b->pcie_free[src][0];
+        p->free_at[p->n++] = &b->pcie_free[dst][1];
+    } else {
+        p->free_at[p->n++] = &b->pair_free[src][dst];
+    }
+    p->bytes_per_s = bw;
 }
 
 static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
@@ -134,17 +161,29 @@ static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *s
 {
     (void)err;
     struct host_be *b = ctx;
-    double t0 = b->throttle ? now_s() : 0;
+    double end = 0;
+    if (b->throttle) {
+        struct link_path lp;
+        path_of(b, src_dev, dst_dev, &lp);
+        if (lp.n && lp.bytes_per_s > 0) {
+            pthread_mutex_lock(&b->link_lock);
+            double start = now_s();
+            for (int i = 0; i < lp.n; i++)
+                if (*lp.free_at[i] > start)
+                    start = *lp.free_at[i];
+            end = start + (double)bytes / lp.bytes_per_s;
+            for (int i = 0; i < lp.n; i++)
+                *lp.free_at[i] = end;
+            pthread_mutex_unlock(&b->link_lock);
+        }
+    }
     if (bytes)
         memmove(dst, src, (size_t)bytes);
-    double bw = b->throttle ? link_bytes_per_s(b, src_dev, dst_dev) : 0;
-    if (bw > 0) {
-        double left = (double)bytes / bw - (now_s() - t0);
-        if (left > 0) {
-            struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-            while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-                ;
-        }
+    double left = end > 0 ? end - now_s() : 0;
+    if (left > 0) {
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
     }
     return 0;
 }
@@ -291,6 +330,7 @@ static void hb_destroy(void *ctx)
         return;
     for (int i = 0; i <= b->n_gpus; i++)
         pthread_mutex_destroy(&b->arenas[i].lock);
+    pthread_mutex_destroy(&b->link_lock);
     mpress_model_finish(&b->model);
     free(b);
 }
@@ -330,6 +370,7 @@ int mpress_host_backend_create(const struct mpress_plan *plan,
     }
     b->plan = plan;
     b->throttle = opt && opt->throttle;
+    pthread_mutex_init(&b->link_lock, NULL);
     b->n_gpus = tp->n_gpus;
     mpress_host_hparams_default(&b->hp);
     /* workers call GEMMs concurrently, and OpenBLAS results are reproducible at one thread
