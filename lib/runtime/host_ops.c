@@ -96,7 +96,6 @@ static void acc(void *dst, enum mpress_dtype t, const float *add, size_t n)
 
 struct call {
     const struct mpress_model_op *op;
-    int index;
     const struct mpress_host_hparams *hp;
     const struct mpress_rng_key *key;
     const struct mpress_host_io *io;
@@ -615,7 +614,7 @@ static int attn_fwd(struct call *c)
 static int attn_bwd(struct call *c)
 {
     int64_t S = c->S, B = c->B, H = c->H, A = c->A, D = c->D;
-    size_t nq = (size_t)(B * A * S * D), nss = (size_t)(S * S);
+    size_t nss = (size_t)(S * S);
     uint64_t nmask = (uint64_t)(B * A) * (uint64_t)nss;
     float *q = load_saved(c, "q"), *k = load_saved(c, "k"), *v = load_saved(c, "v");
     float *dout = sc_load(&c->sc, c->io->dout[0], c->act, (size_t)(c->T * H));
@@ -637,7 +636,6 @@ static int attn_bwd(struct call *c)
     }
     if (c->sc.failed)
         return nomem(c);
-    (void)nq;
     float pd = c->hp->attn_dropout, dsc = dropout_scale(pd), rs = 1.0f / sqrtf((float)D);
     if (c->flash)
         dropout_mask(c->key, pd, nmask, mask);
@@ -916,7 +914,6 @@ static int setup(struct call *c, const struct mpress_model *m, int op,
         return mpress_error_set(err, MPRESS_EUSAGE, "op %d is not in the model (%d ops)", op,
                                 m->n_ops);
     c->op = &m->ops[op];
-    c->index = op;
     c->hp = hp;
     c->key = key;
     c->io = io;

@@ -88,7 +88,8 @@ struct mpress_host_io {
     void *dw[MPRESS_MODEL_MAX_WEIGHTS];
 };
 
-/* Op `op` of model m; key->op should be `op` (the trainer's convention). Errors: MPRESS_EUSAGE
+/* Op `op` of model m; key->op should be `op` (the trainer's convention), and a backward (or a
+ * recompute) takes the key of its forward: flash-style attention redraws its mask from it. Errors: MPRESS_EUSAGE
  * for a missing buffer or an op kind this backend does not know, MPRESS_EINPUT for a token or
  * label out of the vocabulary, MPRESS_ESYSTEM when scratch memory cannot be had. Scratch memory
  * (fp32 copies of the op's tensors) is malloc'd per call and freed before returning. */

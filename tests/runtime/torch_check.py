@@ -6,7 +6,8 @@ after AdamW. This script builds the same model from torch.nn.functional in float
 masks, and compares the per-micro-batch losses, every gradient, and the weights after
 torch.optim.AdamW. Tolerances (fp32 C against float64 torch): loss relative 1e-5; a gradient
 tensor max |C - torch| <= 2e-5 * max |torch| (+ 1e-7); weights after the step within 2 % of the
-learning rate. Exit 0 ok, 1 mismatch, 77 when torch cannot be imported or installed from PyPI.
+learning rate. Exit 0 ok, 1 mismatch, 77 when torch can be neither imported nor installed from
+PyPI (pip --user, else a virtual environment in OUT_DIR).
 
 usage: torch_check.py EXPORT_EXE OUT_DIR MODEL [MODEL...]"""
 import math
@@ -16,21 +17,34 @@ import subprocess
 import sys
 
 
-def need_torch():
+def have_torch(python):
+    return subprocess.run([python, "-c", "import torch"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def find_torch(outdir):
+    """A Python that imports torch: this one; else this one after `pip install --user torch`;
+    else a virtual environment under outdir with torch from PyPI. None when none can be had."""
+    if have_torch(sys.executable):
+        return sys.executable
+    print("torch not found; installing it from PyPI", file=sys.stderr)
     try:
-        import torch  # noqa: F401
-        return True
-    except ImportError:
-        pass
-    print("torch not found; installing it from PyPI (pip install torch)", file=sys.stderr)
-    try:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "torch"], check=True,
-                       timeout=1800)
-        import torch  # noqa: F401,F811
-        return True
-    except Exception as e:  # no network, no pip, no wheel for this platform
+        subprocess.run([sys.executable, "-m", "pip", "install", "--user", "--quiet", "torch"],
+                       timeout=3600)
+        if have_torch(sys.executable):
+            return sys.executable
+        venv = os.path.join(outdir, "torch-venv")
+        py = os.path.join(venv, "bin", "python")
+        if not os.path.exists(py):
+            subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=600)
+        if not have_torch(py):
+            subprocess.run([py, "-m", "pip", "install", "--quiet", "torch"], check=True,
+                           timeout=3600)
+        if have_torch(py):
+            return py
+    except (OSError, subprocess.SubprocessError) as e:
         print("cannot install torch: %s" % e, file=sys.stderr)
-        return False
+    return None
 
 
 def read_export(path):
@@ -171,9 +185,17 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     exe, outdir, models = sys.argv[1], sys.argv[2], sys.argv[3:]
-    if not need_torch():
-        return 77
     os.makedirs(outdir, exist_ok=True)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        py = find_torch(outdir)
+        if py is None:
+            print("skipped: torch cannot be imported or installed", file=sys.stderr)
+            return 77
+        if py != sys.executable:
+            return subprocess.run([py] + sys.argv).returncode
+        import torch  # noqa: F401,F811
     ok = True
     for model in models:
         path = os.path.join(outdir, "torch-check-%s.bin" % model)

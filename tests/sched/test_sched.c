@@ -453,6 +453,15 @@ static void test_tied(void)
         CHECK(s && walk(s) == mpress_sched_task_count(s) && unbalanced(s) == 0);
         mpress_sched_destroy(s);
         st[1].optimizer_on_host = 0;
+        /* GPipe and async too: the exchange never closes a cycle */
+        for (int sc = 1; sc < 3; sc++) {
+            p.schedule = (enum mpress_schedule)sc;
+            CHECK(mpress_sched_create(&p, &o, &s, &err) == 0);
+            CHECK(s && mpress_sched_count_kind(s, MPRESS_TASK_TIED_GRAD) == 4);
+            CHECK(s && walk(s) == mpress_sched_task_count(s) && unbalanced(s) == 0);
+            mpress_sched_destroy(s);
+        }
+        p.schedule = MPRESS_SCHEDULE_1F1B;
         o.tied_exchange = 0;
         CHECK(mpress_sched_create(&p, &o, &s, &err) == 0);
         CHECK_INT(mpress_sched_count_kind(s, MPRESS_TASK_TIED_GRAD), 0);

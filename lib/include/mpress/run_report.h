@@ -91,7 +91,8 @@ struct mpress_run_rate_event {
 
 struct mpress_run_report {
     const struct mpress_sched *sched;   /* what ran; its plan is mpress_sched_plan(sched) */
-    const char *verb;           /* how the numbers were obtained: "simulated", "measured" */
+    const char *verb;           /* required: how the numbers were obtained ("simulated",
+                                 * "measured"); heads the text and its first column */
     int wait_for_memory;        /* the run held tasks for memory instead of failing */
     struct mpress_run_summary summary;
     const struct mpress_run_task_time *times;    /* one per task of sched */
