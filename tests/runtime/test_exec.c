@@ -555,6 +555,77 @@ static void test_throttle(void)
     mpress_plan_finish(&p);
 }
 
+/* The executor follows the schedule: every task starts after all its predecessors ended, and
+ * each queue runs its tasks one at a time in the schedule's order. Checked on the measured
+ * start and end times of a step of plans with copies of every kind. */
+static void check_order(const struct mpress_plan *p, const char *name)
+{
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {0};
+    struct mpress_exec_options eo;
+    mpress_exec_options_init(&eo);
+    eo.data = data;
+    eo.n_data = n_data;
+    struct mpress_exec *x = NULL;
+    int rc = mpress_host_backend_create(p, &bo, &be, &err);
+    if (!rc)
+        rc = mpress_exec_create(p, &be, &eo, &x, &err);
+    if (!rc)
+        rc = mpress_exec_step(x, NULL, NULL, &err);
+    CHECK_MSG(rc == 0, "%s: %s", name, err.text);
+    if (!rc) {
+        const struct mpress_sched *s = mpress_exec_sched(x);
+        const double *t = mpress_exec_task_times(x);
+        int n = mpress_sched_task_count(s), bad_edges = 0, bad_queue = 0, ran = 0;
+        for (int i = 0; i < n; i++) {
+            ran += t[2 * i] >= 0 && t[2 * i + 1] >= t[2 * i];
+            int np = 0;
+            const int *pr = mpress_sched_preds(s, i, &np);
+            for (int k = 0; k < np; k++)
+                bad_edges += t[2 * i] < t[2 * pr[k] + 1];
+        }
+        for (int q = 0; q < mpress_sched_queue_count(s); q++) {
+            int nq = 0;
+            const int *qt = mpress_sched_queue_tasks(s, q, &nq);
+            for (int k = 1; k < nq; k++)
+                bad_queue += t[2 * qt[k]] < t[2 * qt[k - 1] + 1];
+        }
+        CHECK_MSG(ran == n, "%s: %d of %d tasks ran", name, ran, n);
+        CHECK_MSG(bad_edges == 0, "%s: %d tasks started before a predecessor ended", name,
+                  bad_edges);
+        CHECK_MSG(bad_queue == 0, "%s: %d tasks overlapped the one before on their queue", name,
+                  bad_queue);
+        fprintf(stderr, "order %s: %d tasks, %d edges, in dependency and queue order\n", name, n,
+                mpress_sched_edge_count(s));
+    }
+    mpress_exec_destroy(x);
+    if (be.destroy)
+        be.destroy(be.ctx);
+}
+
+static void test_order(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 4, "none", &p))
+        return;
+    for (int i = 0; i < p.n_actions; i++) {
+        struct mpress_plan_action *a = &p.actions[i];
+        if (i % 3 == 1) {
+            a->action = MPRESS_ACTION_HOST_SWAP;
+            a->evict_after_op = a->prefetch_before_op = a->op;
+        } else if (i % 3 == 2) {
+            set_d2d(&p, a);
+        }
+    }
+    p.stages[1].optimizer_on_host = 1;
+    check_order(&p, "1f1b swaps, host optimizer");
+    p.schedule = MPRESS_SCHEDULE_GPIPE;
+    check_order(&p, "gpipe swaps, host optimizer");
+    mpress_plan_finish(&p);
+}
+
 /* One device: no boundaries, the head's tied weight shares the embedding's on the stage. */
 static void test_one_device(const char *model)
 {
@@ -588,6 +659,7 @@ int main(void)
     test_out_of_memory();
     test_resume();
     test_throttle();
+    test_order();
     test_one_device("gpt-tiny");
     test_one_device("bert-tiny");
     test_memory("gpt-tiny", 2, "none", 0);
