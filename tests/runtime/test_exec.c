@@ -88,7 +88,16 @@ static int find_config(const char *model, struct mpress_model_config *cfg)
     return rc;
 }
 
+static int make_plan_on(const char *model, int gpus, const char *policy, const char *topo_file,
+                        struct mpress_plan *plan);
+
 static int make_plan(const char *model, int gpus, const char *policy, struct mpress_plan *plan)
+{
+    return make_plan_on(model, gpus, policy, "emu4-64m.json", plan);
+}
+
+static int make_plan_on(const char *model, int gpus, const char *policy, const char *topo_file,
+                        struct mpress_plan *plan)
 {
     struct mpress_error err;
     mpress_error_clear(&err);
@@ -101,7 +110,7 @@ static int make_plan(const char *model, int gpus, const char *policy, struct mpr
     struct mpress_topology topo;
     char path[4096];
     const char *src = getenv("MPRESS_SRCDIR");
-    snprintf(path, sizeof(path), "%s/tests/data/runtime/emu4-64m.json", src ? src : ".");
+    snprintf(path, sizeof(path), "%s/tests/data/runtime/%s", src ? src : ".", topo_file);
     int rc = mpress_profile_analytic(&cfg, spec, &prof, &err);
     if (!rc)
         rc = mpress_topology_load(path, &topo, &err);
@@ -308,6 +317,27 @@ static void test_bit_identical(const char *model, int gpus)
     }
     check_variant(model, gpus, "gpipe-recompute", &rec, ref, ref_loss);
 
+    /* the MILP's plan at gpt-tiny's memory wall (2 devices of 2.8 MB: some tensors
+     * recomputed, one stage's optimizer on the host), run with room to spare: at 2.8 MB the
+     * plan leaves a few KB, and whether a run fits then depends on timing (docs/runtime.md) */
+    if (gpus == 2 && strcmp(model, "gpt-tiny") == 0) {
+        struct mpress_plan ilp;
+        if (make_plan_on(model, gpus, "ilp", "emu4-2.8m.json", &ilp) == 0) {
+            int moved = 0, host = 0;
+            for (int i = 0; i < ilp.n_actions; i++)
+                moved += ilp.actions[i].action != MPRESS_ACTION_KEEP;
+            for (int k = 0; k < ilp.n_stages; k++)
+                host += ilp.stages[k].optimizer_on_host;
+            CHECK_MSG(moved > 0 && host > 0, "the memory-wall plan moves %d tensors, %d host "
+                      "optimizers", moved, host);
+            for (int g = 0; g < ilp.topology.n_gpus; g++)
+                ilp.topology.gpus[g].memory_bytes = 64u << 20;
+            check_variant(model, gpus, "ilp-memory-wall", &ilp, ref, ref_loss);
+            mpress_plan_finish(&ilp);
+        } else {
+            CHECK_MSG(0, "no MILP plan at the memory wall");
+        }
+    }
     mpress_plan_finish(&keep);
     mpress_plan_finish(&rec);
     mpress_plan_finish(&swap);
