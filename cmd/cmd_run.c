@@ -185,6 +185,20 @@ static int host_report_build(struct host_report *h, struct mpress_exec *x,
         G->gpu = g;
         G->stage = plan->gpus && g < plan->n_gpus ? plan->gpus[g].stage : -1;
         be->memory(be->ctx, g, &G->capacity, &G->peak, G->at_peak, NULL);
+        /* the arenas count bytes by kind, not by tensor: the largest kinds at the peak */
+        int used[MPRESS_MEM_KINDS] = {0};
+        for (G->n_residents = 0; G->n_residents < MPRESS_RUN_RESIDENTS; G->n_residents++) {
+            int best = -1;
+            for (int k = 0; k < MPRESS_MEM_KINDS; k++)
+                if (!used[k] && G->at_peak[k] && (best < 0 || G->at_peak[k] > G->at_peak[best]))
+                    best = k;
+            if (best < 0)
+                break;
+            used[best] = 1;
+            struct mpress_run_resident *R = &G->residents[G->n_residents];
+            snprintf(R->label, sizeof(R->label), "%s", kind_keys[best]);
+            R->bytes = G->at_peak[best];
+        }
     }
     uint64_t hat[MPRESS_MEM_KINDS];
     be->memory(be->ctx, MPRESS_RT_HOST, &S->host_capacity, &S->host_peak, hat, NULL);
