@@ -16,7 +16,7 @@ struct command {
 static const struct command commands[] = {
     {"profile", cmd_profile, "make a profile: analytic model, PipeDream import, or CUPTI"},
     {"plan", cmd_plan, "choose stages, GPU mapping and per-tensor actions (GLPK ILP)"},
-    {"run", cmd_run, "execute a plan (simulator) and report time and memory"},
+    {"run", cmd_run, "execute a plan (simulator, or host: real training) and report"},
     {"explain", cmd_explain, "describe a plan in words and tables"},
     {"topo", cmd_topo, "list, show and import server topologies"},
     {"validate", cmd_validate, "check a topology, profile or plan file"},

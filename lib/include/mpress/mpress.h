@@ -10,6 +10,7 @@
 #include "mpress/model.h"
 #include "mpress/planner.h"
 #include "mpress/sim.h"
+#include "mpress/runtime.h"
 #include "mpress/trace.h"
 #include "mpress/export.h"
 

@@ -1,0 +1,1 @@
+"$MPRESS" profile --analytic --model gpt-tiny --gpu a100-80g -o p.json 2>/dev/null && "$MPRESS" plan p.json --topology "$SRC/tests/data/runtime/emu4-64m.json" --gpus 2 --micro-batches 4 --policy none --schedule async -o a.json >/dev/null 2>&1 && "$MPRESS" run a.json --backend host --steps 1

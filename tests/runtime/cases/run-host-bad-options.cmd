@@ -1,0 +1,1 @@
+"$MPRESS" run plan.json --steps 3; echo "exit $?"; "$MPRESS" run plan.json --backend host --iterations 3; echo "exit $?"; "$MPRESS" run plan.json --backend host --steps 0; echo "exit $?"; "$MPRESS" run plan.json --backend host --lr -1; echo "exit $?"; "$MPRESS" run plan.json --backend host --steps 1

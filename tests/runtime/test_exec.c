@@ -1,0 +1,710 @@
+/* The executor and the host backend against the sequential reference trainer: for gpt-tiny
+ * and bert-tiny on 2 and 4 emulated devices, the checkpoint after 5 steps is byte-identical
+ * to the reference's for a keep-everything plan and for plans that recompute everything,
+ * host-swap everything, D2D-swap everything, mix the four actions, place optimizer states on
+ * the host, cut the stages elsewhere (inside a layer too) and use GPipe instead of 1F1B.
+ * Also: resuming from a checkpoint equals running through; a device too small fails with
+ * MPRESS_EINFEASIBLE naming device, stage, op, tensor and bytes short; a profile that is not
+ * its model and the async schedule are refused before any step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mpress/model.h"
+#include "mpress/planner.h"
+#include "mpress/runtime.h"
+#include "../../lib/runtime/host_ops.h"
+#include "../../lib/runtime/runtime_internal.h"
+
+#define STEPS 5
+#define MICRO 4
+
+static uint8_t *corpus(size_t *n)
+{
+    static const char *const files[] = {"cost-model.md", "models.md", "simulator.md"};
+    const char *src = getenv("MPRESS_SRCDIR");
+    size_t cap = 1 << 20;
+    uint8_t *d = malloc(cap);
+    *n = 0;
+    for (size_t i = 0; d && i < sizeof(files) / sizeof(files[0]); i++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/docs/%s", src ? src : ".", files[i]);
+        FILE *f = fopen(path, "rb");
+        if (!f)
+            continue;
+        *n += fread(d + *n, 1, cap - *n, f);
+        fclose(f);
+    }
+    return d;
+}
+
+static uint8_t *data;
+static size_t n_data;
+
+static char *slurp(const char *file, size_t *n)
+{
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)len + 1);
+    *n = b ? fread(b, 1, (size_t)len, f) : 0;
+    fclose(f);
+    return b;
+}
+
+static int same_files(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    if (x && y && !same) {
+        size_t diff = 0;
+        for (size_t i = 0; i < na && i < nb; i++)
+            diff += x[i] != y[i];
+        fprintf(stderr, "  %s vs %s: %zu and %zu bytes, %zu differ\n", a, b, na, nb, diff);
+    }
+    free(x);
+    free(y);
+    return same;
+}
+
+/* A zoo model, or tests/data/runtime/NAME.json (mpress-model). */
+static int find_config(const char *model, struct mpress_model_config *cfg)
+{
+    if (mpress_model_find(model, cfg) == 0)
+        return 0;
+    char path[4096];
+    const char *src = getenv("MPRESS_SRCDIR");
+    snprintf(path, sizeof(path), "%s/tests/data/runtime/%s.json", src ? src : ".", model);
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = mpress_model_config_load(path, cfg, &err);
+    if (rc)
+        fprintf(stderr, "%s: %s\n", path, err.text);
+    return rc;
+}
+
+static int make_plan_on(const char *model, int gpus, const char *policy, const char *topo_file,
+                        struct mpress_plan *plan);
+
+static int make_plan(const char *model, int gpus, const char *policy, struct mpress_plan *plan)
+{
+    return make_plan_on(model, gpus, policy, "emu4-64m.json", plan);
+}
+
+static int make_plan_on(const char *model, int gpus, const char *policy, const char *topo_file,
+                        struct mpress_plan *plan)
+{
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_model_config cfg;
+    if (find_config(model, &cfg) != 0)
+        return -1;
+    struct mpress_profile prof;
+    mpress_profile_init(&prof);
+    const struct mpress_gpu_spec *spec = mpress_gpu_spec_find("a100-80g");
+    struct mpress_topology topo;
+    char path[4096];
+    const char *src = getenv("MPRESS_SRCDIR");
+    snprintf(path, sizeof(path), "%s/tests/data/runtime/%s", src ? src : ".", topo_file);
+    int rc = mpress_profile_analytic(&cfg, spec, &prof, &err);
+    if (!rc)
+        rc = mpress_topology_load(path, &topo, &err);
+    if (!rc)
+        rc = mpress_topology_restrict(&topo, gpus, &err);
+    struct mpress_plan_options o;
+    mpress_plan_options_init(&o);
+    o.micro_batches = MICRO;
+    CHECK(mpress_policy_parse(policy, &o.policy) == 0);
+    mpress_plan_init(plan);
+    if (!rc)
+        rc = mpress_plan_create(&prof, &topo, &o, plan, &err);
+    if (rc)
+        fprintf(stderr, "plan %s %d %s: %s\n", model, gpus, policy, err.text);
+    mpress_profile_finish(&prof);
+    return rc;
+}
+
+static void set_d2d(struct mpress_plan *p, struct mpress_plan_action *a)
+{
+    int k = 0;
+    while (a->op > p->stages[k].last_op)
+        k++;
+    uint64_t bytes = p->profile.ops[a->op].tensors[a->tensor].bytes;
+    int n = 0;
+    for (int g = 0; g < p->topology.n_gpus; g++)
+        if (g != p->stages[k].gpu)
+            a->peers[n++] = g;
+    a->n_peers = n;
+    for (int i = 0; i < n; i++)
+        a->peer_bytes[i] = bytes / (uint64_t)n + (i == 0 ? bytes % (uint64_t)n : 0);
+    a->action = MPRESS_ACTION_D2D_SWAP;
+    a->evict_after_op = a->prefetch_before_op = a->op;
+}
+
+static int stage_last(const struct mpress_plan *p, int op)
+{
+    for (int k = 0; k < p->n_stages; k++)
+        if (op <= p->stages[k].last_op)
+            return p->stages[k].last_op;
+    return op;
+}
+
+/* Runs plan for steps from a fresh executor (or from `load`) and saves to `save`. */
+static int run_plan(const struct mpress_plan *plan, int steps, const char *load, const char *save,
+                    struct mpress_error *err, double *loss_out)
+{
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {0};
+    int rc = mpress_host_backend_create(plan, &bo, &be, err);
+    if (rc)
+        return rc;
+    struct mpress_exec_options eo;
+    mpress_exec_options_init(&eo);
+    eo.data = data;
+    eo.n_data = n_data;
+    struct mpress_exec *x = NULL;
+    rc = mpress_exec_create(plan, &be, &eo, &x, err);
+    if (!rc && load)
+        rc = mpress_exec_load(x, load, err);
+    double loss = 0;
+    for (int s = 0; s < steps && !rc; s++)
+        rc = mpress_exec_step(x, &loss, NULL, err);
+    if (!rc && save)
+        rc = mpress_exec_save(x, save, err);
+    if (loss_out)
+        *loss_out = loss;
+    mpress_exec_destroy(x);
+    be.destroy(be.ctx);
+    return rc;
+}
+
+static void reference(const char *model, const char *save, double *loss)
+{
+    struct mpress_model_config cfg;
+    if (find_config(model, &cfg) != 0) {
+        CHECK_MSG(0, "no model %s", model);
+        return;
+    }
+    struct mpress_host_trainer_options o;
+    mpress_host_trainer_options_default(&o);
+    struct mpress_host_trainer *t = NULL;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = mpress_host_trainer_create(&cfg, &o, data, n_data, &t, &err);
+    for (int s = 0; s < STEPS && !rc; s++)
+        rc = mpress_host_trainer_step(t, MICRO, loss, &err);
+    if (!rc)
+        rc = mpress_checkpoint_save(save, &t->model, &t->params, t->step, o.seed, &err);
+    CHECK_MSG(rc == 0, "reference %s: %s", model, err.text);
+    mpress_host_trainer_destroy(t);
+}
+
+static void check_variant(const char *model, int gpus, const char *name,
+                          const struct mpress_plan *plan, const char *ref, double ref_loss)
+{
+    char file[256];
+    snprintf(file, sizeof(file), "exec-%s-%d-%s.ckpt", model, gpus, name);
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    double loss = 0;
+    int rc = run_plan(plan, STEPS, NULL, file, &err, &loss);
+    CHECK_MSG(rc == 0, "%s on %d devices, %s: %s", model, gpus, name, err.text);
+    if (rc)
+        return;
+    int same = same_files(file, ref);
+    CHECK_MSG(same, "%s on %d devices, %s: parameters differ from the reference", model, gpus,
+              name);
+    CHECK_MSG(loss == ref_loss, "%s %d %s: last loss %.9g, reference %.9g", model, gpus, name,
+              loss, ref_loss);
+    fprintf(stderr, "%s, %d devices, %-14s: loss %.6f, %s\n", model, gpus, name, loss,
+            same ? "identical to the reference" : "DIFFERENT");
+    remove(file);
+}
+
+static void test_bit_identical(const char *model, int gpus)
+{
+    char ref[128];
+    snprintf(ref, sizeof(ref), "exec-%s-ref.ckpt", model);
+    double ref_loss = 0;
+    reference(model, ref, &ref_loss);
+    struct mpress_plan keep, rec, swap;
+    /* `--policy swap` plans are refused on these tiny times (a swap cannot drain during an
+     * analytic forward of nanoseconds); every tensor is set to host swap by hand instead */
+    if (make_plan(model, gpus, "none", &keep) || make_plan(model, gpus, "recompute", &rec) ||
+        make_plan(model, gpus, "none", &swap)) {
+        CHECK_MSG(0, "cannot plan %s on %d", model, gpus);
+        return;
+    }
+    CHECK_INT(keep.n_stages, gpus);
+    check_variant(model, gpus, "keep", &keep, ref, ref_loss);
+    int n_rec = 0;
+    for (int i = 0; i < rec.n_actions; i++)
+        n_rec += rec.actions[i].action == MPRESS_ACTION_RECOMPUTE;
+    CHECK_INT(n_rec, rec.n_actions);
+    check_variant(model, gpus, "recompute-all", &rec, ref, ref_loss);
+    int n_swap = 0;
+    for (int i = 0; i < swap.n_actions; i++) {
+        swap.actions[i].action = MPRESS_ACTION_HOST_SWAP;
+        swap.actions[i].evict_after_op = swap.actions[i].prefetch_before_op = swap.actions[i].op;
+    }
+    for (int i = 0; i < swap.n_actions; i++)
+        n_swap += swap.actions[i].action == MPRESS_ACTION_HOST_SWAP;
+    CHECK_INT(n_swap, swap.n_actions);
+    check_variant(model, gpus, "host-swap-all", &swap, ref, ref_loss);
+
+    /* D2D swap of everything, striped over every other device */
+    for (int i = 0; i < keep.n_actions; i++)
+        set_d2d(&keep, &keep.actions[i]);
+    check_variant(model, gpus, "d2d-swap-all", &keep, ref, ref_loss);
+    mpress_plan_finish(&keep);
+    make_plan(model, gpus, "none", &keep);
+
+    /* the four actions mixed; recomputes at their own backward, not the stage's end */
+    for (int i = 0; i < keep.n_actions; i++) {
+        struct mpress_plan_action *a = &keep.actions[i];
+        switch (i % 4) {
+        case 1:
+            a->action = MPRESS_ACTION_RECOMPUTE;
+            a->evict_after_op = a->op;
+            a->prefetch_before_op = (i / 4) % 2 ? a->op : stage_last(&keep, a->op);
+            break;
+        case 2:
+            a->action = MPRESS_ACTION_HOST_SWAP;
+            a->evict_after_op = a->prefetch_before_op = a->op;
+            break;
+        case 3:
+            set_d2d(&keep, a);
+            break;
+        default:
+            break;
+        }
+    }
+    check_variant(model, gpus, "mixed", &keep, ref, ref_loss);
+    mpress_plan_finish(&keep);
+    make_plan(model, gpus, "none", &keep);
+
+    /* optimizer states on the host, every stage */
+    for (int k = 0; k < keep.n_stages; k++)
+        keep.stages[k].optimizer_on_host = 1;
+    check_variant(model, gpus, "host-optimizer", &keep, ref, ref_loss);
+    for (int k = 0; k < keep.n_stages; k++)
+        keep.stages[k].optimizer_on_host = 0;
+
+    /* GPipe */
+    keep.schedule = MPRESS_SCHEDULE_GPIPE;
+    check_variant(model, gpus, "gpipe", &keep, ref, ref_loss);
+    keep.schedule = MPRESS_SCHEDULE_1F1B;
+
+    /* another partition: every cut a few ops further on (inside layers: the residual and
+     * the branch cross together) */
+    int shift = gpus == 2 ? 3 : 1;
+    for (int k = 0; k + 1 < keep.n_stages; k++) {
+        keep.stages[k].last_op += shift;
+        keep.stages[k + 1].first_op += shift;
+    }
+    check_variant(model, gpus, "other-partition", &keep, ref, ref_loss);
+
+    /* everything at once: GPipe, recompute all, host optimizer, stage order reversed */
+    rec.schedule = MPRESS_SCHEDULE_GPIPE;
+    for (int k = 0; k < rec.n_stages; k++) {
+        rec.stages[k].optimizer_on_host = k % 2;
+        rec.stages[k].gpu = rec.n_stages - 1 - k;
+    }
+    check_variant(model, gpus, "gpipe-recompute", &rec, ref, ref_loss);
+
+    /* the MILP's plan at gpt-tiny's memory wall (2 devices of 2.8 MB: some tensors
+     * recomputed, one stage's optimizer on the host), run with room to spare: at 2.8 MB the
+     * plan leaves a few KB, and whether a run fits then depends on timing (docs/runtime.md) */
+    if (gpus == 2 && strcmp(model, "gpt-tiny") == 0) {
+        struct mpress_plan ilp;
+        if (make_plan_on(model, gpus, "ilp", "emu4-2.8m.json", &ilp) == 0) {
+            int moved = 0, host = 0;
+            for (int i = 0; i < ilp.n_actions; i++)
+                moved += ilp.actions[i].action != MPRESS_ACTION_KEEP;
+            for (int k = 0; k < ilp.n_stages; k++)
+                host += ilp.stages[k].optimizer_on_host;
+            CHECK_MSG(moved > 0 && host > 0, "the memory-wall plan moves %d tensors, %d host "
+                      "optimizers", moved, host);
+            for (int g = 0; g < ilp.topology.n_gpus; g++)
+                ilp.topology.gpus[g].memory_bytes = 64u << 20;
+            check_variant(model, gpus, "ilp-memory-wall", &ilp, ref, ref_loss);
+            mpress_plan_finish(&ilp);
+        } else {
+            CHECK_MSG(0, "no MILP plan at the memory wall");
+        }
+    }
+    mpress_plan_finish(&keep);
+    mpress_plan_finish(&rec);
+    mpress_plan_finish(&swap);
+    remove(ref);
+}
+
+static void test_resume(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 2, "recompute", &p))
+        return;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = run_plan(&p, STEPS, NULL, "exec-through.ckpt", &err, NULL);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    rc = run_plan(&p, 2, NULL, "exec-part.ckpt", &err, NULL);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    /* resume on another plan of the same model: the checkpoint is plan-independent */
+    struct mpress_plan q;
+    make_plan("gpt-tiny", 4, "none", &q);
+    rc = run_plan(&q, STEPS - 2, "exec-part.ckpt", "exec-resumed.ckpt", &err, NULL);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    CHECK(same_files("exec-through.ckpt", "exec-resumed.ckpt"));
+    /* a checkpoint of another model is refused */
+    struct mpress_plan b;
+    make_plan("bert-tiny", 2, "none", &b);
+    mpress_error_clear(&err);
+    rc = run_plan(&b, 1, "exec-part.ckpt", NULL, &err, NULL);
+    CHECK_INT(rc, MPRESS_EINPUT);
+    CHECK(strstr(err.text, "another model") != NULL);
+    remove("exec-through.ckpt");
+    remove("exec-part.ckpt");
+    remove("exec-resumed.ckpt");
+    mpress_plan_finish(&p);
+    mpress_plan_finish(&q);
+    mpress_plan_finish(&b);
+}
+
+static void test_out_of_memory(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 2, "none", &p))
+        return;
+    /* gpu 1 gets its model states, its reserve and 100 KB: the loss's 128 KiB softmax cannot
+     * be saved */
+    const struct mpress_plan_gpu *pg = &p.gpus[p.stages[1].gpu];
+    uint64_t cap = pg->weights + pg->gradients + pg->optimizer + pg->reserve + 100000;
+    p.topology.gpus[p.stages[1].gpu].memory_bytes = cap;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = run_plan(&p, 1, NULL, "exec-oom.ckpt", &err, NULL);
+    CHECK_INT(rc, MPRESS_EINFEASIBLE);
+    fprintf(stderr, "out of memory: %s\n", err.text);
+    CHECK(strstr(err.text, "out of memory on gpu 1") != NULL);
+    CHECK(strstr(err.text, "stage 1") != NULL);
+    CHECK(strstr(err.text, "bytes short") != NULL);
+    CHECK(strstr(err.text, "op ") != NULL);
+    FILE *f = fopen("exec-oom.ckpt", "rb");
+    CHECK(f == NULL);
+    if (f)
+        fclose(f);
+    /* model states alone do not fit: refused when the executor is made */
+    p.topology.gpus[p.stages[1].gpu].memory_bytes = pg->reserve + pg->weights;
+    mpress_error_clear(&err);
+    rc = run_plan(&p, 1, NULL, NULL, &err, NULL);
+    CHECK_INT(rc, MPRESS_EINFEASIBLE);
+    fprintf(stderr, "model states: %s\n", err.text);
+    CHECK(strstr(err.text, "of weight") != NULL);
+    mpress_plan_finish(&p);
+}
+
+static void test_refusals(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 2, "none", &p))
+        return;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    p.schedule = MPRESS_SCHEDULE_ASYNC;
+    CHECK_INT(run_plan(&p, 1, NULL, NULL, &err, NULL), MPRESS_EUSAGE);
+    CHECK(strstr(err.text, "async") != NULL);
+    p.schedule = MPRESS_SCHEDULE_1F1B;
+    /* a saved tensor's bytes that are not the model's */
+    p.profile.ops[3].tensors[0].bytes += 2;
+    mpress_error_clear(&err);
+    CHECK_INT(run_plan(&p, 1, NULL, NULL, &err, NULL), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "layer0.attn_core.q") != NULL);
+    p.profile.ops[3].tensors[0].bytes -= 2;
+    /* a profile of another model config than the one it names */
+    p.profile.model.hidden = 128;
+    mpress_error_clear(&err);
+    CHECK_INT(run_plan(&p, 1, NULL, NULL, &err, NULL), MPRESS_EINPUT);
+    p.profile.model.hidden = 64;
+    /* an op renamed */
+    snprintf(p.profile.ops[2].kind, sizeof(p.profile.ops[2].kind), "conv");
+    mpress_error_clear(&err);
+    CHECK_INT(run_plan(&p, 1, NULL, NULL, &err, NULL), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "conv") != NULL);
+    /* a plan whose devices need more memory than this machine has */
+    uint64_t peak = p.gpus[0].peak;
+    p.gpus[0].peak = UINT64_C(1) << 62;
+    mpress_error_clear(&err);
+    CHECK_INT(run_plan(&p, 1, NULL, NULL, &err, NULL), MPRESS_EUSAGE);
+    CHECK(strstr(err.text, "this machine has") != NULL);
+    p.gpus[0].peak = peak;
+    mpress_plan_finish(&p);
+}
+
+/* Measured against predicted memory. The model states and the reserve are allocated once and
+ * must equal the plan's bytes exactly; under keep-everything the activations' high-water mark
+ * must be the cost model's micro-batches in flight (1F1B: min(S - k, M) on stage k; GPipe: M)
+ * times the stage's saved bytes, counted here from the profile. The total peaks are printed
+ * beside the prediction (docs/runtime.md lists where they differ and why). */
+static void test_memory(const char *model, int gpus, const char *policy, int gpipe)
+{
+    struct mpress_plan p;
+    if (make_plan(model, gpus, policy, &p))
+        return;
+    if (gpipe) {
+        p.schedule = MPRESS_SCHEDULE_GPIPE;
+        mpress_plan_finish(&p);
+        /* the prediction depends on the schedule: plan it so */
+        struct mpress_model_config cfg;
+        mpress_model_find(model, &cfg);
+        struct mpress_error e0;
+        mpress_error_clear(&e0);
+        struct mpress_profile prof;
+        mpress_profile_init(&prof);
+        struct mpress_topology topo;
+        char path[4096];
+        const char *src = getenv("MPRESS_SRCDIR");
+        snprintf(path, sizeof(path), "%s/tests/data/runtime/emu4-64m.json", src ? src : ".");
+        struct mpress_plan_options o;
+        mpress_plan_options_init(&o);
+        o.micro_batches = MICRO;
+        o.schedule = MPRESS_SCHEDULE_GPIPE;
+        CHECK(mpress_policy_parse(policy, &o.policy) == 0);
+        mpress_plan_init(&p);
+        if (mpress_profile_analytic(&cfg, mpress_gpu_spec_find("a100-80g"), &prof, &e0) ||
+            mpress_topology_load(path, &topo, &e0) || mpress_topology_restrict(&topo, gpus, &e0) ||
+            mpress_plan_create(&prof, &topo, &o, &p, &e0)) {
+            CHECK_MSG(0, "gpipe plan: %s", e0.text);
+            mpress_profile_finish(&prof);
+            return;
+        }
+        mpress_profile_finish(&prof);
+    }
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {0};
+    struct mpress_exec_options eo;
+    mpress_exec_options_init(&eo);
+    eo.data = data;
+    eo.n_data = n_data;
+    struct mpress_exec *x = NULL;
+    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
+    if (!rc)
+        rc = mpress_exec_create(&p, &be, &eo, &x, &err);
+    for (int s = 0; s < 2 && !rc; s++)
+        rc = mpress_exec_step(x, NULL, NULL, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    for (int k = 0; !rc && k < p.n_stages; k++) {
+        int g = p.stages[k].gpu;
+        const struct mpress_plan_gpu *pg = &p.gpus[g];
+        uint64_t cap, peak, at[MPRESS_MEM_KINDS], mx[MPRESS_MEM_KINDS];
+        be.memory(be.ctx, g, &cap, &peak, at, mx);
+        uint64_t pb = 0, gb = 0, ob = 0, saved = 0;
+        for (int o = p.stages[k].first_op; o <= p.stages[k].last_op; o++) {
+            pb += p.profile.ops[o].param_bytes;
+            gb += p.profile.ops[o].grad_bytes;
+            ob += p.profile.ops[o].optim_bytes;
+            for (int j = 0; j < p.profile.ops[o].n_tensors; j++)
+                saved += p.profile.ops[o].tensors[j].bytes;
+        }
+        CHECK_INT(mx[MPRESS_MEM_WEIGHTS], pb);
+        CHECK_INT(mx[MPRESS_MEM_GRADIENTS], gb);
+        CHECK_INT(mx[MPRESS_MEM_OPTIMIZER], p.stages[k].optimizer_on_host ? 0 : ob);
+        CHECK_INT(mx[MPRESS_MEM_WEIGHTS], pg->weights);
+        CHECK_INT(mx[MPRESS_MEM_RESERVE], pg->reserve);
+        if (strcmp(policy, "none") == 0) {
+            int S = p.n_stages, M = p.micro_batches;
+            uint64_t inflight = gpipe ? (uint64_t)M : (uint64_t)(S - k < M ? S - k : M);
+            CHECK_INT(mx[MPRESS_MEM_ACTIVATIONS], inflight * saved);
+            CHECK_INT(pg->activations, inflight * saved);
+        }
+        fprintf(stderr, "memory %s %d devices %s%s, gpu %d (stage %d): measured peak %llu, "
+                "predicted %llu (%+.2f %%); working %llu vs %llu, buffers %llu vs %llu\n",
+                model, gpus, policy, gpipe ? " gpipe" : "", g, k, (unsigned long long)peak,
+                (unsigned long long)pg->peak,
+                100.0 * ((double)peak - (double)pg->peak) / (double)pg->peak,
+                (unsigned long long)at[MPRESS_MEM_WORKING], (unsigned long long)pg->working,
+                (unsigned long long)at[MPRESS_MEM_BUFFERS], (unsigned long long)pg->buffers);
+    }
+    mpress_exec_destroy(x);
+    if (be.destroy)
+        be.destroy(be.ctx);
+    mpress_plan_finish(&p);
+}
+
+/* --throttle: a host swap's copies take at least bytes / the PCIe bandwidth, and a GPU's
+ * evictions share its one D2H engine, so a step lasts at least the bytes it evicts over that
+ * bandwidth. */
+static void test_throttle(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 2, "none", &p))
+        return;
+    uint64_t evicted = 0;
+    for (int i = 0; i < p.n_actions; i++) {
+        struct mpress_plan_action *a = &p.actions[i];
+        a->action = MPRESS_ACTION_HOST_SWAP;
+        a->evict_after_op = a->prefetch_before_op = a->op;
+        if (a->op <= p.stages[0].last_op)
+            evicted += p.profile.ops[a->op].tensors[a->tensor].bytes;
+    }
+    evicted *= (uint64_t)p.micro_batches;
+    double bw = 10e6;   /* 74 ms for stage 0: well above an unthrottled step here (~15 ms) */
+    p.topology.pcie_bytes_per_s = bw;
+    for (int s = 0; s < p.topology.n_switches; s++)
+        p.topology.switches[s].uplink_bytes_per_s = bw;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {1};
+    struct mpress_exec_options eo;
+    mpress_exec_options_init(&eo);
+    eo.data = data;
+    eo.n_data = n_data;
+    struct mpress_exec *x = NULL;
+    double secs = 0;
+    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
+    if (!rc)
+        rc = mpress_exec_create(&p, &be, &eo, &x, &err);
+    if (!rc)
+        rc = mpress_exec_step(x, NULL, &secs, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    double floor_s = (double)evicted / bw;
+    fprintf(stderr, "throttled step: %.4f s, stage 0 evicts %llu bytes: at least %.4f s\n", secs,
+            (unsigned long long)evicted, floor_s);
+    CHECK_MSG(secs >= floor_s, "step %.4f s < %.4f s", secs, floor_s);
+    mpress_exec_destroy(x);
+    if (be.destroy)
+        be.destroy(be.ctx);
+    mpress_plan_finish(&p);
+}
+
+/* The executor follows the schedule: every task starts after all its predecessors ended, and
+ * each queue runs its tasks one at a time in the schedule's order. Checked on the measured
+ * start and end times of a step of plans with copies of every kind. */
+static void check_order(const struct mpress_plan *p, const char *name)
+{
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {0};
+    struct mpress_exec_options eo;
+    mpress_exec_options_init(&eo);
+    eo.data = data;
+    eo.n_data = n_data;
+    struct mpress_exec *x = NULL;
+    int rc = mpress_host_backend_create(p, &bo, &be, &err);
+    if (!rc)
+        rc = mpress_exec_create(p, &be, &eo, &x, &err);
+    if (!rc)
+        rc = mpress_exec_step(x, NULL, NULL, &err);
+    CHECK_MSG(rc == 0, "%s: %s", name, err.text);
+    if (!rc) {
+        const struct mpress_sched *s = mpress_exec_sched(x);
+        const double *t = mpress_exec_task_times(x);
+        int n = mpress_sched_task_count(s), bad_edges = 0, bad_queue = 0, ran = 0;
+        for (int i = 0; i < n; i++) {
+            ran += t[2 * i] >= 0 && t[2 * i + 1] >= t[2 * i];
+            int np = 0;
+            const int *pr = mpress_sched_preds(s, i, &np);
+            for (int k = 0; k < np; k++)
+                bad_edges += t[2 * i] < t[2 * pr[k] + 1];
+        }
+        for (int q = 0; q < mpress_sched_queue_count(s); q++) {
+            int nq = 0;
+            const int *qt = mpress_sched_queue_tasks(s, q, &nq);
+            for (int k = 1; k < nq; k++)
+                bad_queue += t[2 * qt[k]] < t[2 * qt[k - 1] + 1];
+        }
+        CHECK_MSG(ran == n, "%s: %d of %d tasks ran", name, ran, n);
+        CHECK_MSG(bad_edges == 0, "%s: %d tasks started before a predecessor ended", name,
+                  bad_edges);
+        CHECK_MSG(bad_queue == 0, "%s: %d tasks overlapped the one before on their queue", name,
+                  bad_queue);
+        fprintf(stderr, "order %s: %d tasks, %d edges, in dependency and queue order\n", name, n,
+                mpress_sched_edge_count(s));
+    }
+    mpress_exec_destroy(x);
+    if (be.destroy)
+        be.destroy(be.ctx);
+}
+
+static void test_order(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 4, "none", &p))
+        return;
+    for (int i = 0; i < p.n_actions; i++) {
+        struct mpress_plan_action *a = &p.actions[i];
+        if (i % 3 == 1) {
+            a->action = MPRESS_ACTION_HOST_SWAP;
+            a->evict_after_op = a->prefetch_before_op = a->op;
+        } else if (i % 3 == 2) {
+            set_d2d(&p, a);
+        }
+    }
+    p.stages[1].optimizer_on_host = 1;
+    check_order(&p, "1f1b swaps, host optimizer");
+    p.schedule = MPRESS_SCHEDULE_GPIPE;
+    check_order(&p, "gpipe swaps, host optimizer");
+    mpress_plan_finish(&p);
+}
+
+/* One device: no boundaries, the head's tied weight shares the embedding's on the stage. */
+static void test_one_device(const char *model)
+{
+    char ref[128];
+    snprintf(ref, sizeof(ref), "exec-%s-ref1.ckpt", model);
+    double ref_loss = 0;
+    reference(model, ref, &ref_loss);
+    struct mpress_plan p;
+    if (make_plan(model, 1, "none", &p))
+        return;
+    check_variant(model, 1, "keep", &p, ref, ref_loss);
+    for (int i = 0; i < p.n_actions; i++) {
+        struct mpress_plan_action *a = &p.actions[i];
+        a->action = i % 2 ? MPRESS_ACTION_RECOMPUTE : MPRESS_ACTION_HOST_SWAP;
+        a->evict_after_op = a->prefetch_before_op = a->op;
+    }
+    p.stages[0].optimizer_on_host = 1;
+    check_variant(model, 1, "mixed-host-opt", &p, ref, ref_loss);
+    mpress_plan_finish(&p);
+    remove(ref);
+}
+
+int main(void)
+{
+    mpress_host_blas_threads(1);
+    data = corpus(&n_data);
+    CHECK_MSG(n_data > 10000, "corpus of %zu bytes", n_data);
+    if (n_data <= 10000)
+        return check_done();
+    test_refusals();
+    test_out_of_memory();
+    test_resume();
+    test_throttle();
+    test_order();
+    test_one_device("gpt-tiny");
+    test_one_device("bert-tiny");
+    test_memory("gpt-tiny", 2, "none", 0);
+    test_memory("gpt-tiny", 4, "none", 0);
+    test_memory("gpt-tiny", 2, "none", 1);
+    test_memory("gpt-tiny", 2, "recompute", 0);
+    test_memory("bert-tiny", 2, "none", 0);
+    test_memory("bert-tiny", 4, "recompute", 0);
+    test_bit_identical("gpt-tiny", 2);
+    test_bit_identical("gpt-tiny", 4);
+    test_bit_identical("bert-tiny", 2);
+    test_bit_identical("bert-tiny", 4);
+    /* fp32 storage (the weights are the master copy, also on the host), SGD, flash attention */
+    test_bit_identical("gpt-tiny-fp32-sgd", 2);
+    test_bit_identical("bert-tiny-fp32-flash", 2);
+    free(data);
+    return check_done();
+}
