@@ -876,51 +876,24 @@ done:
     return rc;
 }
 
-/* Device memory: peaks per device, saved tensors, model states, workspaces and outputs. */
-static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_trace_summary *sum,
-                       int ref_step, struct mpress_error *err)
-{
-    const struct mpress_trace *t = c->t;
-    size_t n = t->n_mems;
-    int rc = MPRESS_ESYSTEM;
-    const struct trace_mem **ord = malloc((n + 1) * sizeof(*ord));
-    long *freed_by = malloc((n + 1) * sizeof(*freed_by)); /* by position in ord */
-    long *alloc_of = malloc((n + 1) * sizeof(*alloc_of)); /* release -> its allocation */
-    size_t *pos_of = malloc((n + 1) * sizeof(*pos_of));   /* mems index -> position in ord */
-    struct where *wh = malloc((n + 1) * sizeof(*wh));
-    struct tensor_acc *tens = malloc((n + 1) * sizeof(*tens));
-    uint64_t *live_dev = calloc(MPRESS_TRACE_MAX_DEVICES, sizeof(*live_dev));
-    uint64_t *ws_cur = calloc(t->n_ranges + 1, sizeof(*ws_cur));
-    int *by_name = malloc(((size_t)p->n_ops + 1) * sizeof(*by_name));
-    struct live lv = {0};
-    lv.cap = 64;
-    while (lv.cap < 2 * n + 2)
-        lv.cap *= 2;
-    lv.slot = calloc(lv.cap, sizeof(*lv.slot));
-    size_t ntens = 0;
-    if (!ord || !freed_by || !alloc_of || !pos_of || !wh || !tens || !live_dev || !ws_cur || !lv.slot ||
-        !by_name)
-        goto oom;
-    for (int k = 0; k < p->n_ops; k++)
-        by_name[k] = k;
-    sort_prof = p;
-    sort_n(by_name, (size_t)p->n_ops, sizeof(*by_name), cmp_op_name);
-    sort_prof = NULL;
-    for (size_t i = 0; i < n; i++)
-        ord[i] = &t->mems[i];
-    sort_n(ord, n, sizeof(*ord), cmp_mem_time);
-    for (size_t i = 0; i < n; i++) {
-        freed_by[i] = -1;
-        alloc_of[i] = -1;
-        pos_of[ord[i] - t->mems] = i;
-        wh[i] = locate(c, ord[i]->corr, ord[i]->t);
-    }
+/* The device-memory events in time order, with what the walks learn of each. */
+struct mem_walk {
+    size_t n;
+    const struct trace_mem **ord;
+    long *freed_by;  /* by position in ord */
+    long *alloc_of;  /* release -> its allocation */
+    size_t *pos_of;  /* mems index -> position in ord */
+    struct where *wh;
+};
 
-    /* Walk in time order: pair each release with the live allocation at its address (a later
-     * allocation at the same address is a new tensor), track per-device live bytes and the
-     * transient bytes of each op-level range. */
-    for (size_t i = 0; i < n; i++) {
-        const struct trace_mem *e = ord[i];
+/* Walk in time order: pair each release with the live allocation at its address (a later
+ * allocation at the same address is a new tensor), track per-device live bytes (live_dev,
+ * peaks into sum's devices, added as they appear). */
+static void pair_releases(const struct mpress_trace *t, struct mpress_trace_summary *sum,
+                          struct mem_walk *w, struct live *lv, uint64_t *live_dev)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        const struct trace_mem *e = w->ord[i];
         struct mpress_trace_device *dv = NULL;
         for (int d = 0; d < sum->n_devices; d++)
             if (sum->devices[d].id == e->dev)
@@ -931,12 +904,12 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
             dv->id = e->dev;
         }
         uint64_t *live = dv ? &live_dev[dv - sum->devices] : NULL;
-        size_t *s = live_slot(&lv, (const struct trace_mem *)t->mems, e->dev, e->addr);
+        size_t *s = live_slot(lv, (const struct trace_mem *)t->mems, e->dev, e->addr);
         if (e->is_alloc) {
             sum->n_allocs++;
             if (*s) /* the old one's release was not traced: forget it */
-                live_remove(&lv, t->mems, s);
-            s = live_slot(&lv, t->mems, e->dev, e->addr);
+                live_remove(lv, t->mems, s);
+            s = live_slot(lv, t->mems, e->dev, e->addr);
             *s = (size_t)(e - t->mems) + 1;
             if (live) {
                 *live += e->bytes;
@@ -950,43 +923,57 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
                 continue;
             }
             const struct trace_mem *a = &t->mems[*s - 1];
-            live_remove(&lv, t->mems, s);
+            live_remove(lv, t->mems, s);
             if (live)
                 *live -= a->bytes;
-            freed_by[pos_of[a - t->mems]] = (long)i;
-            alloc_of[i] = (long)pos_of[a - t->mems];
+            w->freed_by[w->pos_of[a - t->mems]] = (long)i;
+            w->alloc_of[i] = (long)w->pos_of[a - t->mems];
         }
     }
+}
 
-    /* Workspace: bytes allocated and released inside the same op-level range, at their peak.
-     * A second walk in time order so that the running sums see releases in place. */
-    for (size_t i = 0; i < n; i++) {
-        long ai = ord[i]->is_alloc ? (long)i : alloc_of[i];
-        long fi = ord[i]->is_alloc ? freed_by[i] : (long)i;
+/* Workspace: bytes allocated and released inside the same op-level range, at their peak.
+ * A second walk in time order so that the running sums (ws_cur, per range) see releases in
+ * place. */
+static void workspaces(const struct ctx *c, struct mpress_profile *p, const struct mem_walk *w,
+                       uint64_t *ws_cur)
+{
+    const struct where *wh = w->wh;
+    for (size_t i = 0; i < w->n; i++) {
+        long ai = w->ord[i]->is_alloc ? (long)i : w->alloc_of[i];
+        long fi = w->ord[i]->is_alloc ? w->freed_by[i] : (long)i;
         if (ai < 0)
             continue;
         if (fi < 0 || wh[ai].L < 0 || wh[ai].L != wh[fi].L || wh[ai].op < 0 ||
             wh[ai].step < c->first_used)
             continue;
         long L = wh[ai].L;
-        if (ord[i]->is_alloc) {
-            ws_cur[L] += ord[ai]->bytes;
+        if (w->ord[i]->is_alloc) {
+            ws_cur[L] += w->ord[ai]->bytes;
             struct mpress_op *op = &p->ops[wh[ai].op];
             if (ws_cur[L] > op->workspace_bytes)
                 op->workspace_bytes = ws_cur[L];
         } else {
-            ws_cur[L] -= ord[ai]->bytes;
+            ws_cur[L] -= w->ord[ai]->bytes;
         }
     }
+}
 
-    /* Classify each allocation by where it was made and where it was released. */
-    for (size_t i = 0; i < n; i++) {
-        if (!ord[i]->is_alloc)
+/* Classify each allocation by where it was made and where it was released: a saved tensor
+ * of the reference step (into tens), an op's parameters or gradients, a param:/optim:
+ * range's model state (the op found by name in by_name), or unattributed persistent bytes. */
+static size_t classify_allocations(const struct ctx *c, struct mpress_profile *p,
+                                   struct mpress_trace_summary *sum, const struct mem_walk *w,
+                                   const int *by_name, int ref_step, struct tensor_acc *tens)
+{
+    size_t ntens = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        if (!w->ord[i]->is_alloc)
             continue;
-        const struct trace_mem *a = ord[i];
-        const struct where *wa = &wh[i];
-        const struct where *wf = freed_by[i] >= 0 ? &wh[freed_by[i]] : NULL;
-        uint64_t ft = wf ? ord[freed_by[i]]->t : UINT64_MAX;
+        const struct trace_mem *a = w->ord[i];
+        const struct where *wa = &w->wh[i];
+        const struct where *wf = w->freed_by[i] >= 0 ? &w->wh[w->freed_by[i]] : NULL;
+        uint64_t ft = wf ? w->ord[w->freed_by[i]]->t : UINT64_MAX;
         uint64_t horizon = c->has_steps && wa->step >= 0 ? c->steps[wa->step].end
                            : c->has_steps ? next_step_start(c->steps, c->n_steps, a->t)
                                           : UINT64_MAX;
@@ -1020,19 +1007,29 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
         if (persistent)
             sum->unattributed_persistent_bytes += a->bytes;
     }
+    return ntens;
+}
 
-    /* Output: in the reference step, the last allocation of an op's forward range still live
-     * when the range ends: what the next op reads. */
-    for (size_t i = 0; i < n; i++) {
-        if (!ord[i]->is_alloc || wh[i].op < 0 || wh[i].dir != 0 || wh[i].step != ref_step)
+/* Output: in the reference step, the last allocation of an op's forward range still live
+ * when the range ends: what the next op reads. */
+static void op_outputs(const struct mpress_trace *t, struct mpress_profile *p,
+                       const struct mem_walk *w, int ref_step)
+{
+    const struct where *wh = w->wh;
+    for (size_t i = 0; i < w->n; i++) {
+        if (!w->ord[i]->is_alloc || wh[i].op < 0 || wh[i].dir != 0 || wh[i].step != ref_step)
             continue;
         uint64_t range_end = t->ranges[wh[i].L].end;
-        uint64_t ft = freed_by[i] >= 0 ? ord[freed_by[i]]->t : UINT64_MAX;
+        uint64_t ft = w->freed_by[i] >= 0 ? w->ord[w->freed_by[i]]->t : UINT64_MAX;
         if (ft > range_end)
-            p->ops[wh[i].op].output_bytes = ord[i]->bytes; /* later ones overwrite */
+            p->ops[wh[i].op].output_bytes = w->ord[i]->bytes; /* later ones overwrite */
     }
+}
 
-    /* Saved tensors, per op in allocation order. */
+/* Saved tensors, per op in allocation order (tens sorted here). */
+static int saved_tensors(struct mpress_profile *p, struct tensor_acc *tens, size_t ntens,
+                         struct mpress_error *err)
+{
     sort_n(tens, ntens, sizeof(*tens), cmp_tensor);
     for (size_t i = 0; i < ntens;) {
         size_t j = i;
@@ -1041,7 +1038,7 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
         struct mpress_op *op = &p->ops[tens[i].op];
         op->tensors = calloc(j - i, sizeof(*op->tensors));
         if (!op->tensors)
-            goto oom;
+            return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         op->n_tensors = (int)(j - i);
         for (size_t k = i; k < j; k++) {
             struct mpress_saved_tensor *st = &op->tensors[k - i];
@@ -1053,6 +1050,58 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
         }
         i = j;
     }
+    return 0;
+}
+
+/* Device memory: peaks per device, saved tensors, model states, workspaces and outputs. */
+static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_trace_summary *sum,
+                       int ref_step, struct mpress_error *err)
+{
+    const struct mpress_trace *t = c->t;
+    size_t n = t->n_mems;
+    int rc = MPRESS_ESYSTEM;
+    struct mem_walk w = {.n = n};
+    w.ord = malloc((n + 1) * sizeof(*w.ord));
+    w.freed_by = malloc((n + 1) * sizeof(*w.freed_by));
+    w.alloc_of = malloc((n + 1) * sizeof(*w.alloc_of));
+    w.pos_of = malloc((n + 1) * sizeof(*w.pos_of));
+    w.wh = malloc((n + 1) * sizeof(*w.wh));
+    struct tensor_acc *tens = malloc((n + 1) * sizeof(*tens));
+    uint64_t *live_dev = calloc(MPRESS_TRACE_MAX_DEVICES, sizeof(*live_dev));
+    uint64_t *ws_cur = calloc(t->n_ranges + 1, sizeof(*ws_cur));
+    int *by_name = malloc(((size_t)p->n_ops + 1) * sizeof(*by_name));
+    struct live lv = {0};
+    lv.cap = 64;
+    while (lv.cap < 2 * n + 2)
+        lv.cap *= 2;
+    lv.slot = calloc(lv.cap, sizeof(*lv.slot));
+    if (!w.ord || !w.freed_by || !w.alloc_of || !w.pos_of || !w.wh || !tens || !live_dev ||
+        !ws_cur || !lv.slot || !by_name) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < p->n_ops; k++)
+        by_name[k] = k;
+    sort_prof = p;
+    sort_n(by_name, (size_t)p->n_ops, sizeof(*by_name), cmp_op_name);
+    sort_prof = NULL;
+    for (size_t i = 0; i < n; i++)
+        w.ord[i] = &t->mems[i];
+    sort_n(w.ord, n, sizeof(*w.ord), cmp_mem_time);
+    for (size_t i = 0; i < n; i++) {
+        w.freed_by[i] = -1;
+        w.alloc_of[i] = -1;
+        w.pos_of[w.ord[i] - t->mems] = i;
+        w.wh[i] = locate(c, w.ord[i]->corr, w.ord[i]->t);
+    }
+
+    pair_releases(t, sum, &w, &lv, live_dev);
+    workspaces(c, p, &w, ws_cur);
+    size_t ntens = classify_allocations(c, p, sum, &w, by_name, ref_step, tens);
+    op_outputs(t, p, &w, ref_step);
+    rc = saved_tensors(p, tens, ntens, err);
+    if (rc)
+        goto done;
     /* devices in ordinal order, whatever order the trace named them in */
     for (int i = 1; i < sum->n_devices; i++)
         for (int j = i; j > 0 && sum->devices[j - 1].id > sum->devices[j].id; j--) {
@@ -1061,15 +1110,12 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
             sum->devices[j - 1] = d;
         }
     rc = 0;
-    goto done;
-oom:
-    rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
 done:
-    free(ord);
-    free(freed_by);
-    free(alloc_of);
-    free(pos_of);
-    free(wh);
+    free(w.ord);
+    free(w.freed_by);
+    free(w.alloc_of);
+    free(w.pos_of);
+    free(w.wh);
     free(tens);
     free(live_dev);
     free(ws_cur);
