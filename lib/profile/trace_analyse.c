@@ -648,6 +648,175 @@ void mpress_trace_options_init(struct mpress_trace_options *opt)
 static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_trace_summary *sum,
                        int ref_step, struct mpress_error *err);
 
+/* Classify the ranges, find the steps (one open-ended step when the trace marks none) and
+ * each range's step, and each op-level range's least PyTorch sequence number. */
+static void classify_ranges(struct ctx *c)
+{
+    const struct mpress_trace *t = c->t;
+    /* Classify; parents come first (smaller ids), so one pass resolves ancestors. */
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        struct rinfo *r = &c->ri[i];
+        classify(t->ranges[i].name, r);
+        long par = t->ranges[i].parent ? trace_range_find(t, t->ranges[i].parent) : -1;
+        long par_level = par >= 0 ? c->ri[par].oplevel : -1;
+        r->state = r->cls == RC_PARAM || r->cls == RC_OPTIM ? (long)i
+                   : par >= 0                               ? c->ri[par].state
+                                                            : -1;
+        /* Ops inside a model-state range (an optimizer step's own aten ops) are not model ops. */
+        r->oplevel = par_level >= 0                                     ? par_level
+                     : r->state >= 0                                    ? -1
+                     : (r->cls == RC_FWD || r->cls == RC_BWD) ? (long)i
+                                                                        : -1;
+        r->seqmin = -1;
+        r->op = -1;
+        int in_step = par >= 0 && c->ri[par].under_step;
+        if (r->cls == RC_STEP && !in_step) /* a step inside a step is part of the outer one */
+            c->steps[c->n_steps++] = (struct step){t->ranges[i].start, t->ranges[i].end};
+        r->under_step = in_step || r->cls == RC_STEP;
+    }
+    c->has_steps = c->n_steps > 0;
+    if (!c->has_steps) {
+        c->steps[0] = (struct step){0, UINT64_MAX};
+        c->n_steps = 1;
+    }
+    sort_n(c->steps, (size_t)c->n_steps, sizeof(*c->steps), cmp_step);
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        c->ri[i].step = c->has_steps ? step_of(c->steps, c->n_steps, t->ranges[i].start) : 0;
+    }
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        long L = c->ri[i].oplevel;
+        if (L >= 0 && c->ri[i].seq >= 0 && (c->ri[L].seqmin < 0 || c->ri[i].seq < c->ri[L].seqmin))
+            c->ri[L].seqmin = c->ri[i].seq;
+    }
+}
+
+/* GPU busy time per (op, direction, step) into busy (-1 where the op did not run in that
+ * step): the union of its activities' intervals (iv, sorted here), so kernels overlapping on
+ * several streams are not counted twice. */
+static void op_busy_times(const struct ctx *c, struct mpress_trace_summary *sum,
+                          struct interval *iv, double *busy, size_t cells)
+{
+    const struct mpress_trace *t = c->t;
+    for (size_t i = 0; i < cells; i++)
+        busy[i] = -1;
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        const struct rinfo *r = &c->ri[i];
+        if (r->oplevel == (long)i && r->op >= 0 && r->step >= 0)
+            busy[((size_t)r->op * 2 + (r->cls == RC_BWD)) * (size_t)c->n_steps +
+                 (size_t)r->step] = 0;
+    }
+    size_t niv = 0;
+    sum->n_gpu_activities = t->n_acts;
+    for (size_t i = 0; i < t->n_acts; i++) {
+        const struct trace_act *a = &t->acts[i];
+        struct where w = locate(c, a->corr, a->start);
+        if (w.op < 0 || w.step < 0) {
+            sum->n_unattributed++;
+            continue;
+        }
+        iv[niv++] = (struct interval){w.op, w.dir, w.step, a->start, a->end};
+    }
+    sort_n(iv, niv, sizeof(*iv), cmp_interval);
+    for (size_t i = 0; i < niv;) {
+        size_t j = i;
+        uint64_t total = 0, cs = iv[i].start, ce = iv[i].end;
+        for (j = i + 1; j < niv && iv[j].op == iv[i].op && iv[j].dir == iv[i].dir &&
+                        iv[j].step == iv[i].step;
+             j++) {
+            if (iv[j].start > ce) {
+                total += ce - cs;
+                cs = iv[j].start;
+                ce = iv[j].end;
+            } else if (iv[j].end > ce) {
+                ce = iv[j].end;
+            }
+        }
+        total += ce - cs;
+        busy[((size_t)iv[i].op * 2 + (size_t)iv[i].dir) * (size_t)c->n_steps +
+             (size_t)iv[i].step] = (double)total * 1e-9;
+        i = j;
+    }
+}
+
+/* The profile skeleton: source, device, model config and one op per matched op, with its
+ * name, kind, layer and median forward and backward times over the used steps. */
+static int profile_ops(const struct ctx *c, const struct mpress_trace_options *opt,
+                       const double *busy, struct mpress_profile *p, struct mpress_error *err)
+{
+    const struct mpress_trace *t = c->t;
+    snprintf(p->source, sizeof(p->source), "cupti");
+    snprintf(p->device, sizeof(p->device), "unknown");
+    int best_dev = -1;
+    for (int d = 0; d < t->n_devices; d++)
+        if (t->devices[d].name[0] && (best_dev < 0 || t->devices[d].id < t->devices[best_dev].id))
+            best_dev = d;
+    if (best_dev >= 0)
+        snprintf(p->device, sizeof(p->device), "%s", t->devices[best_dev].name);
+    struct mpress_model_config *m = &p->model;
+    snprintf(m->name, sizeof(m->name), "%s", opt->model_name[0] ? opt->model_name : "traced");
+    snprintf(m->family, sizeof(m->family), "import");
+    snprintf(m->dtype, sizeof(m->dtype), "%s", opt->dtype[0] ? opt->dtype : "fp16");
+    snprintf(m->optimizer, sizeof(m->optimizer), "%s",
+             opt->optimizer[0] ? opt->optimizer : "adam");
+    m->micro_batch = 1;
+    p->ops = calloc((size_t)c->n_ops, sizeof(*p->ops));
+    if (!p->ops)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    p->n_ops = c->n_ops;
+    int max_layer = -1;
+    for (int k = 0; k < c->n_ops; k++) {
+        struct mpress_op *op = &p->ops[k];
+        if (c->max_occ[k] > 1)
+            /* long names are cut, as everywhere in the profile */
+            snprintf(op->name, sizeof(op->name), "%.*s.%d", (int)strlen(c->ops[k].base),
+                     c->ops[k].base, c->ops[k].occ);
+        else
+            snprintf(op->name, sizeof(op->name), "%s", c->ops[k].base);
+        snprintf(op->kind, sizeof(op->kind), "%.*s", (int)sizeof(op->kind) - 1, c->ops[k].base);
+        op->layer = layer_of(op->name);
+        if (op->layer > max_layer)
+            max_layer = op->layer;
+        size_t base = (size_t)k * 2 * (size_t)c->n_steps;
+        op->fwd_s = median(busy + base + (size_t)c->first_used, c->n_steps - c->first_used);
+        op->bwd_s = median(busy + base + (size_t)c->n_steps + (size_t)c->first_used,
+                           c->n_steps - c->first_used);
+    }
+    m->layers = max_layer + 1;
+    return 0;
+}
+
+/* The step whose saved tensors are listed, and the median step time into sum. */
+static int step_times(const struct ctx *c, struct mpress_trace_summary *sum, double *stepw)
+{
+    const struct mpress_trace *t = c->t;
+    /* Which steps trained: a step range holding no op range (the tail after the last
+     * optimizer step that --nvtx-torch leaves open until exit) is not a step time, and the
+     * step whose saved tensors are listed is the last one that ran a backward op (else a
+     * forward one): a run that died mid-step, or such a tail, would list none. */
+    int ref_step = -1, ref_fwd = -1;
+    for (int s = 0; s < c->n_steps; s++)
+        stepw[s] = -1;
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        const struct rinfo *r = &c->ri[i];
+        if (r->oplevel != (long)i || r->op < 0 || r->step < 0)
+            continue;
+        stepw[r->step] = 0;
+        if (r->cls == RC_BWD && r->step > ref_step)
+            ref_step = r->step;
+        if (r->cls == RC_FWD && r->step > ref_fwd)
+            ref_fwd = r->step;
+    }
+    if (ref_step < 0)
+        ref_step = ref_fwd >= 0 ? ref_fwd : c->n_steps - 1;
+    if (c->has_steps) {
+        for (int s = 0; s < c->n_steps; s++)
+            if (stepw[s] == 0)
+                stepw[s] = (double)(c->steps[s].end - c->steps[s].start) * 1e-9;
+        sum->step_s = median(stepw + c->first_used, c->n_steps - c->first_used);
+    }
+    return ref_step;
+}
+
 int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace_options *opt,
                          struct mpress_profile *p, struct mpress_trace_summary *sum_out,
                          struct mpress_error *err)
@@ -679,41 +848,7 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
     if (!c.ri || !c.steps)
         goto oom;
 
-    /* Classify; parents come first (smaller ids), so one pass resolves ancestors. */
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        struct rinfo *r = &c.ri[i];
-        classify(t->ranges[i].name, r);
-        long par = t->ranges[i].parent ? trace_range_find(t, t->ranges[i].parent) : -1;
-        long par_level = par >= 0 ? c.ri[par].oplevel : -1;
-        r->state = r->cls == RC_PARAM || r->cls == RC_OPTIM ? (long)i
-                   : par >= 0                               ? c.ri[par].state
-                                                            : -1;
-        /* Ops inside a model-state range (an optimizer step's own aten ops) are not model ops. */
-        r->oplevel = par_level >= 0                                     ? par_level
-                     : r->state >= 0                                    ? -1
-                     : (r->cls == RC_FWD || r->cls == RC_BWD) ? (long)i
-                                                                        : -1;
-        r->seqmin = -1;
-        r->op = -1;
-        int in_step = par >= 0 && c.ri[par].under_step;
-        if (r->cls == RC_STEP && !in_step) /* a step inside a step is part of the outer one */
-            c.steps[c.n_steps++] = (struct step){t->ranges[i].start, t->ranges[i].end};
-        r->under_step = in_step || r->cls == RC_STEP;
-    }
-    c.has_steps = c.n_steps > 0;
-    if (!c.has_steps) {
-        c.steps[0] = (struct step){0, UINT64_MAX};
-        c.n_steps = 1;
-    }
-    sort_n(c.steps, (size_t)c.n_steps, sizeof(*c.steps), cmp_step);
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        c.ri[i].step = c.has_steps ? step_of(c.steps, c.n_steps, t->ranges[i].start) : 0;
-    }
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        long L = c.ri[i].oplevel;
-        if (L >= 0 && c.ri[i].seq >= 0 && (c.ri[L].seqmin < 0 || c.ri[i].seq < c.ri[L].seqmin))
-            c.ri[L].seqmin = c.ri[i].seq;
-    }
+    classify_ranges(&c);
     int warm = opt->warmup_steps >= 0 ? opt->warmup_steps : (c.n_steps >= 2 ? 1 : 0);
     if (warm >= c.n_steps) {
         rc = mpress_error_set(err, MPRESS_EUSAGE,
@@ -735,125 +870,23 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
         goto fail;
     }
 
-    /* GPU busy time per (op, direction, step): the union of its activities' intervals, so
-     * kernels overlapping on several streams are not counted twice. */
+    /* Busy time per (op, direction, step), then the profile's ops and the step times. */
     iv = malloc((t->n_acts + 1) * sizeof(*iv));
     size_t cells = (size_t)c.n_ops * 2 * (size_t)c.n_steps;
     busy = malloc((cells + 1) * sizeof(*busy));
     stepw = malloc(((size_t)c.n_steps + 1) * sizeof(*stepw));
     if (!iv || !busy || !stepw)
         goto oom;
-    for (size_t i = 0; i < cells; i++)
-        busy[i] = -1;
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        const struct rinfo *r = &c.ri[i];
-        if (r->oplevel == (long)i && r->op >= 0 && r->step >= 0)
-            busy[((size_t)r->op * 2 + (r->cls == RC_BWD)) * (size_t)c.n_steps +
-                 (size_t)r->step] = 0;
-    }
-    size_t niv = 0;
-    sum->n_gpu_activities = t->n_acts;
-    for (size_t i = 0; i < t->n_acts; i++) {
-        const struct trace_act *a = &t->acts[i];
-        struct where w = locate(&c, a->corr, a->start);
-        if (w.op < 0 || w.step < 0) {
-            sum->n_unattributed++;
-            continue;
-        }
-        iv[niv++] = (struct interval){w.op, w.dir, w.step, a->start, a->end};
-    }
-    sort_n(iv, niv, sizeof(*iv), cmp_interval);
-    for (size_t i = 0; i < niv;) {
-        size_t j = i;
-        uint64_t total = 0, cs = iv[i].start, ce = iv[i].end;
-        for (j = i + 1; j < niv && iv[j].op == iv[i].op && iv[j].dir == iv[i].dir &&
-                        iv[j].step == iv[i].step;
-             j++) {
-            if (iv[j].start > ce) {
-                total += ce - cs;
-                cs = iv[j].start;
-                ce = iv[j].end;
-            } else if (iv[j].end > ce) {
-                ce = iv[j].end;
-            }
-        }
-        total += ce - cs;
-        busy[((size_t)iv[i].op * 2 + (size_t)iv[i].dir) * (size_t)c.n_steps +
-             (size_t)iv[i].step] = (double)total * 1e-9;
-        i = j;
-    }
-
-    /* The profile skeleton. */
-    snprintf(p->source, sizeof(p->source), "cupti");
-    snprintf(p->device, sizeof(p->device), "unknown");
-    int best_dev = -1;
-    for (int d = 0; d < t->n_devices; d++)
-        if (t->devices[d].name[0] && (best_dev < 0 || t->devices[d].id < t->devices[best_dev].id))
-            best_dev = d;
-    if (best_dev >= 0)
-        snprintf(p->device, sizeof(p->device), "%s", t->devices[best_dev].name);
-    struct mpress_model_config *m = &p->model;
-    snprintf(m->name, sizeof(m->name), "%s", opt->model_name[0] ? opt->model_name : "traced");
-    snprintf(m->family, sizeof(m->family), "import");
-    snprintf(m->dtype, sizeof(m->dtype), "%s", opt->dtype[0] ? opt->dtype : "fp16");
-    snprintf(m->optimizer, sizeof(m->optimizer), "%s",
-             opt->optimizer[0] ? opt->optimizer : "adam");
-    m->micro_batch = 1;
-    p->ops = calloc((size_t)c.n_ops, sizeof(*p->ops));
-    if (!p->ops)
-        goto oom;
-    p->n_ops = c.n_ops;
-    int max_layer = -1;
-    for (int k = 0; k < c.n_ops; k++) {
-        struct mpress_op *op = &p->ops[k];
-        if (c.max_occ[k] > 1)
-            /* long names are cut, as everywhere in the profile */
-            snprintf(op->name, sizeof(op->name), "%.*s.%d", (int)strlen(c.ops[k].base),
-                     c.ops[k].base, c.ops[k].occ);
-        else
-            snprintf(op->name, sizeof(op->name), "%s", c.ops[k].base);
-        snprintf(op->kind, sizeof(op->kind), "%.*s", (int)sizeof(op->kind) - 1, c.ops[k].base);
-        op->layer = layer_of(op->name);
-        if (op->layer > max_layer)
-            max_layer = op->layer;
-        size_t base = (size_t)k * 2 * (size_t)c.n_steps;
-        op->fwd_s = median(busy + base + (size_t)c.first_used, c.n_steps - c.first_used);
-        op->bwd_s = median(busy + base + (size_t)c.n_steps + (size_t)c.first_used,
-                           c.n_steps - c.first_used);
-    }
-    m->layers = max_layer + 1;
-
-    /* Which steps trained: a step range holding no op range (the tail after the last
-     * optimizer step that --nvtx-torch leaves open until exit) is not a step time, and the
-     * step whose saved tensors are listed is the last one that ran a backward op (else a
-     * forward one): a run that died mid-step, or such a tail, would list none. */
-    int ref_step = -1, ref_fwd = -1;
-    for (int s = 0; s < c.n_steps; s++)
-        stepw[s] = -1;
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        const struct rinfo *r = &c.ri[i];
-        if (r->oplevel != (long)i || r->op < 0 || r->step < 0)
-            continue;
-        stepw[r->step] = 0;
-        if (r->cls == RC_BWD && r->step > ref_step)
-            ref_step = r->step;
-        if (r->cls == RC_FWD && r->step > ref_fwd)
-            ref_fwd = r->step;
-    }
-    if (ref_step < 0)
-        ref_step = ref_fwd >= 0 ? ref_fwd : c.n_steps - 1;
-    if (c.has_steps) {
-        for (int s = 0; s < c.n_steps; s++)
-            if (stepw[s] == 0)
-                stepw[s] = (double)(c.steps[s].end - c.steps[s].start) * 1e-9;
-        sum->step_s = median(stepw + c.first_used, c.n_steps - c.first_used);
-    }
-
+    op_busy_times(&c, sum, iv, busy, cells);
+    rc = profile_ops(&c, opt, busy, p, err);
+    if (rc)
+        goto fail;
+    int ref_step = step_times(&c, sum, stepw);
     rc = memory_pass(&c, p, sum, ref_step, err);
     if (rc)
         goto fail;
     int weight_bytes, grad_bytes, optim_bytes;
-    mpress_model_state_bytes(m, &weight_bytes, &grad_bytes, &optim_bytes);
+    mpress_model_state_bytes(&p->model, &weight_bytes, &grad_bytes, &optim_bytes);
     for (int k = 0; k < p->n_ops; k++)
         p->ops[k].params = p->ops[k].param_bytes / (uint64_t)weight_bytes;
     rc = 0;
