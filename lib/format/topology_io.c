@@ -96,69 +96,56 @@ static const char *const gpu_keys[] = {
     "nvlink_ports", "pcie_switch", "socket", NULL};
 static const char *const switch_keys[] = {"uplink_bytes_per_s", "socket", NULL};
 
-int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *obj,
-                              const char *obj_path, struct mpress_topology *out,
-                              struct mpress_error *err)
+/* The "pcie_switches" array (read before the GPUs, which refer to switches by index). */
+static int read_switches(const struct mpress_json_doc *doc, const json_t *obj,
+                         const char *obj_path, struct mpress_topology *t,
+                         struct mpress_error *err)
 {
-    /* Filled into a scratch copy so that *out is untouched on error. */
-    static const struct mpress_topology zero;
-    struct mpress_topology t = zero;
-    char path[512], sub[512];
+    char path[512], sub[512], sw_path[512];
     json_t *arr;
-    int idx;
-
-    if (!json_is_object(obj))
-        return mpress_json_doc_error(doc, err, obj_path, "expected an object");
-    if (mpress_jread_header(doc, obj, obj_path, MPRESS_TOPOLOGY_FORMAT, MPRESS_TOPOLOGY_VERSION,
-                            NULL, err) ||
-        fmt_check_keys(doc, obj, obj_path, topology_keys, err) ||
-        fmt_read_name(doc, obj, obj_path, "name", t.name, sizeof(t.name), err) ||
-        mpress_jread_str(doc, obj, obj_path, "description", t.description,
-                         sizeof(t.description), err) ||
-        fmt_read_choice(doc, obj, obj_path, "fabric", fabric_names, &idx, err))
-        return MPRESS_EINPUT;
-    t.fabric = idx == 1 ? MPRESS_FABRIC_NVSWITCH : MPRESS_FABRIC_DIRECT;
-    if (mpress_jread_int(doc, obj, obj_path, "n_sockets", 1, MPRESS_MAX_GPUS, &t.n_sockets,
-                         err))
-        return MPRESS_EINPUT;
-
-    /* PCIe switches before GPUs, which refer to them. */
-    char sw_path[512];
     mpress_json_path_key(sw_path, sizeof(sw_path), obj_path, "pcie_switches");
     if (mpress_jread_array(doc, obj, obj_path, "pcie_switches", &arr, err))
         return MPRESS_EINPUT;
     if (json_array_size(arr) < 1 || json_array_size(arr) > MPRESS_MAX_GPUS)
         return mpress_json_doc_error(doc, err, sw_path, "expected 1 to %d PCIe switches, got %zu",
                                      MPRESS_MAX_GPUS, json_array_size(arr));
-    t.n_switches = (int)json_array_size(arr);
-    for (int i = 0; i < t.n_switches; i++) {
+    t->n_switches = (int)json_array_size(arr);
+    for (int i = 0; i < t->n_switches; i++) {
         json_t *js;
-        struct mpress_topo_switch *s = &t.switches[i];
+        struct mpress_topo_switch *s = &t->switches[i];
         if (fmt_array_object(doc, arr, (size_t)i, sw_path, &js, path, sizeof(path), err) ||
             fmt_check_keys(doc, js, path, switch_keys, err) ||
             fmt_read_positive(doc, js, path, "uplink_bytes_per_s", &s->uplink_bytes_per_s,
                               err) ||
             mpress_jread_int(doc, js, path, "socket", 0, 1 << 30, &s->socket, err))
             return MPRESS_EINPUT;
-        if (s->socket >= t.n_sockets) {
+        if (s->socket >= t->n_sockets) {
             mpress_json_path_key(sub, sizeof(sub), path, "socket");
             return mpress_json_doc_error(doc, err, sub,
                                          "socket %d does not exist (n_sockets is %d)", s->socket,
-                                         t.n_sockets);
+                                         t->n_sockets);
         }
     }
+    return 0;
+}
 
-    char gpus_path[512];
+/* The "gpus" array: each GPU's fields, its reserve within its memory, and its switch and
+ * socket among those read before. */
+static int read_gpus(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
+                     struct mpress_topology *t, struct mpress_error *err)
+{
+    char path[512], sub[512], gpus_path[512];
+    json_t *arr;
     mpress_json_path_key(gpus_path, sizeof(gpus_path), obj_path, "gpus");
     if (mpress_jread_array(doc, obj, obj_path, "gpus", &arr, err))
         return MPRESS_EINPUT;
     if (json_array_size(arr) < 1 || json_array_size(arr) > MPRESS_MAX_GPUS)
         return mpress_json_doc_error(doc, err, gpus_path, "expected 1 to %d GPUs, got %zu",
                                      MPRESS_MAX_GPUS, json_array_size(arr));
-    t.n_gpus = (int)json_array_size(arr);
-    for (int i = 0; i < t.n_gpus; i++) {
+    t->n_gpus = (int)json_array_size(arr);
+    for (int i = 0; i < t->n_gpus; i++) {
         json_t *jg;
-        struct mpress_topo_gpu *g = &t.gpus[i];
+        struct mpress_topo_gpu *g = &t->gpus[i];
         if (fmt_array_object(doc, arr, (size_t)i, gpus_path, &jg, path, sizeof(path), err) ||
             fmt_check_keys(doc, jg, path, gpu_keys, err) ||
             fmt_read_name(doc, jg, path, "model", g->model, sizeof(g->model), err) ||
@@ -184,81 +171,135 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
                                          (unsigned long long)g->reserve_bytes,
                                          (unsigned long long)g->memory_bytes);
         }
-        if (g->pcie_switch >= t.n_switches) {
+        if (g->pcie_switch >= t->n_switches) {
             mpress_json_path_key(sub, sizeof(sub), path, "pcie_switch");
             return mpress_json_doc_error(doc, err, sub,
                                          "PCIe switch %d does not exist (pcie_switches has %d)",
-                                         g->pcie_switch, t.n_switches);
+                                         g->pcie_switch, t->n_switches);
         }
-        if (g->socket >= t.n_sockets) {
+        if (g->socket >= t->n_sockets) {
             mpress_json_path_key(sub, sizeof(sub), path, "socket");
             return mpress_json_doc_error(doc, err, sub,
                                          "socket %d does not exist (n_sockets is %d)", g->socket,
-                                         t.n_sockets);
+                                         t->n_sockets);
         }
     }
+    return 0;
+}
 
-    /* NVLink matrix: n_gpus rows of n_gpus link counts, symmetric, zero diagonal. */
-    char nv_path[512];
-    mpress_json_path_key(nv_path, sizeof(nv_path), obj_path, "nvlinks");
+/* The "nvlinks" matrix: n_gpus rows of n_gpus link counts in [0, MAX_LINKS] (its path into
+ * nv_path, whether any pair has a link into *any_link). */
+static int read_nvlink_rows(const struct mpress_json_doc *doc, const json_t *obj,
+                            const char *obj_path, struct mpress_topology *t, char *nv_path,
+                            size_t nv_size, int *any_link, struct mpress_error *err)
+{
+    char path[512], sub[512];
+    json_t *arr;
+    mpress_json_path_key(nv_path, nv_size, obj_path, "nvlinks");
     if (mpress_jread_array(doc, obj, obj_path, "nvlinks", &arr, err))
         return MPRESS_EINPUT;
-    if (json_array_size(arr) != (size_t)t.n_gpus)
+    if (json_array_size(arr) != (size_t)t->n_gpus)
         return mpress_json_doc_error(doc, err, nv_path, "expected %d rows (one per GPU), got %zu",
-                                     t.n_gpus, json_array_size(arr));
-    int any_link = 0;
-    for (int i = 0; i < t.n_gpus; i++) {
+                                     t->n_gpus, json_array_size(arr));
+    *any_link = 0;
+    for (int i = 0; i < t->n_gpus; i++) {
         json_t *row = json_array_get(arr, (size_t)i);
         mpress_json_path_index(path, sizeof(path), nv_path, (size_t)i);
-        if (!json_is_array(row) || json_array_size(row) != (size_t)t.n_gpus)
+        if (!json_is_array(row) || json_array_size(row) != (size_t)t->n_gpus)
             return mpress_json_doc_error(doc, err, path,
                                          "expected an array of %d link counts (one per GPU)",
-                                         t.n_gpus);
-        for (int j = 0; j < t.n_gpus; j++) {
+                                         t->n_gpus);
+        for (int j = 0; j < t->n_gpus; j++) {
             json_t *v = json_array_get(row, (size_t)j);
             mpress_json_path_index(sub, sizeof(sub), path, (size_t)j);
             if (!json_is_integer(v) || json_integer_value(v) < 0 ||
                 json_integer_value(v) > MAX_LINKS)
                 return mpress_json_doc_error(doc, err, sub,
                                              "expected a link count in [0, %d]", MAX_LINKS);
-            t.nvlinks[i][j] = (int)json_integer_value(v);
-            any_link |= t.nvlinks[i][j] != 0;
+            t->nvlinks[i][j] = (int)json_integer_value(v);
+            *any_link |= t->nvlinks[i][j] != 0;
         }
     }
-    for (int i = 0; i < t.n_gpus; i++) {
+    return 0;
+}
+
+/* The NVLink matrix is symmetric with a zero diagonal, and within each GPU's ports. */
+static int check_nvlinks(const struct mpress_json_doc *doc, const char *nv_path,
+                         const struct mpress_topology *t, struct mpress_error *err)
+{
+    char path[512], sub[512];
+    for (int i = 0; i < t->n_gpus; i++) {
         int sum = 0;
-        for (int j = 0; j < t.n_gpus; j++) {
+        for (int j = 0; j < t->n_gpus; j++) {
             mpress_json_path_index(path, sizeof(path), nv_path, (size_t)i);
             mpress_json_path_index(sub, sizeof(sub), path, (size_t)j);
-            if (i == j && t.nvlinks[i][j] != 0)
+            if (i == j && t->nvlinks[i][j] != 0)
                 return mpress_json_doc_error(doc, err, sub,
                                              "a GPU has no NVLink to itself: expected 0, got %d",
-                                             t.nvlinks[i][j]);
-            if (t.nvlinks[i][j] != t.nvlinks[j][i])
+                                             t->nvlinks[i][j]);
+            if (t->nvlinks[i][j] != t->nvlinks[j][i])
                 return mpress_json_doc_error(doc, err, sub,
                                              "not symmetric: GPU %d to %d has %d links, GPU %d "
                                              "to %d has %d",
-                                             i, j, t.nvlinks[i][j], j, i, t.nvlinks[j][i]);
-            sum += t.nvlinks[i][j];
+                                             i, j, t->nvlinks[i][j], j, i, t->nvlinks[j][i]);
+            sum += t->nvlinks[i][j];
         }
         /* Point-to-point fabrics use one port per link; on NVSwitch a row repeats the GPU's
          * port count for every peer, so only the per-pair value is bounded. */
-        if (t.fabric == MPRESS_FABRIC_DIRECT && sum > t.gpus[i].nvlink_ports) {
+        if (t->fabric == MPRESS_FABRIC_DIRECT && sum > t->gpus[i].nvlink_ports) {
             mpress_json_path_index(path, sizeof(path), nv_path, (size_t)i);
             return mpress_json_doc_error(doc, err, path,
                                          "GPU %d has %d links in total but only %d NVLink ports",
-                                         i, sum, t.gpus[i].nvlink_ports);
+                                         i, sum, t->gpus[i].nvlink_ports);
         }
-        if (t.fabric == MPRESS_FABRIC_NVSWITCH)
-            for (int j = 0; j < t.n_gpus; j++)
-                if (t.nvlinks[i][j] > t.gpus[i].nvlink_ports) {
+        if (t->fabric == MPRESS_FABRIC_NVSWITCH)
+            for (int j = 0; j < t->n_gpus; j++)
+                if (t->nvlinks[i][j] > t->gpus[i].nvlink_ports) {
                     mpress_json_path_index(path, sizeof(path), nv_path, (size_t)i);
                     mpress_json_path_index(sub, sizeof(sub), path, (size_t)j);
                     return mpress_json_doc_error(doc, err, sub,
                                                  "%d links exceed GPU %d's %d NVLink ports",
-                                                 t.nvlinks[i][j], i, t.gpus[i].nvlink_ports);
+                                                 t->nvlinks[i][j], i, t->gpus[i].nvlink_ports);
                 }
     }
+    return 0;
+}
+
+int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *obj,
+                              const char *obj_path, struct mpress_topology *out,
+                              struct mpress_error *err)
+{
+    /* Filled into a scratch copy so that *out is untouched on error. */
+    static const struct mpress_topology zero;
+    struct mpress_topology t = zero;
+    char path[512], nv_path[512];
+    int idx, any_link = 0;
+
+    if (!json_is_object(obj))
+        return mpress_json_doc_error(doc, err, obj_path, "expected an object");
+    if (mpress_jread_header(doc, obj, obj_path, MPRESS_TOPOLOGY_FORMAT, MPRESS_TOPOLOGY_VERSION,
+                            NULL, err) ||
+        fmt_check_keys(doc, obj, obj_path, topology_keys, err) ||
+        fmt_read_name(doc, obj, obj_path, "name", t.name, sizeof(t.name), err) ||
+        mpress_jread_str(doc, obj, obj_path, "description", t.description,
+                         sizeof(t.description), err) ||
+        fmt_read_choice(doc, obj, obj_path, "fabric", fabric_names, &idx, err))
+        return MPRESS_EINPUT;
+    t.fabric = idx == 1 ? MPRESS_FABRIC_NVSWITCH : MPRESS_FABRIC_DIRECT;
+    if (mpress_jread_int(doc, obj, obj_path, "n_sockets", 1, MPRESS_MAX_GPUS, &t.n_sockets,
+                         err))
+        return MPRESS_EINPUT;
+
+    /* PCIe switches before GPUs, which refer to them. */
+    int rc = read_switches(doc, obj, obj_path, &t, err);
+    if (!rc)
+        rc = read_gpus(doc, obj, obj_path, &t, err);
+    if (!rc)
+        rc = read_nvlink_rows(doc, obj, obj_path, &t, nv_path, sizeof(nv_path), &any_link, err);
+    if (!rc)
+        rc = check_nvlinks(doc, nv_path, &t, err);
+    if (rc)
+        return rc;
     if (mpress_jread_nonneg(doc, obj, obj_path, "nvlink_bytes_per_s", &t.nvlink_bytes_per_s,
                             err))
         return MPRESS_EINPUT;

@@ -127,6 +127,167 @@ static void set_action(struct mpress_plan_action *ac, enum mpress_action kind, i
     ac->prefetch_before_op = plan_prefetch_point(kind, ac->op, stage_last);
 }
 
+/* The best move a greedy step has found so far: moving stage's optimizer to host (j < 0), or
+ * giving tensor j the action kind (kind >= 3: D2D to peer). */
+struct greedy_move {
+    double score; /* shortfall removed per second of iteration time added; -1: none yet */
+    int j, kind, peer, stage;
+};
+
+/* Evaluate the assignment as it stands into trial and score it against the step's start
+ * (shortfall short0, iteration time t0); -1 when it does not evaluate or removes nothing. */
+static double move_score(const struct mpress_profile *p, const struct mpress_topology *topo,
+                         const struct mpress_plan_options *o, const struct mpress_assignment *a,
+                         struct mpress_plan_eval *trial, uint64_t short0, double t0)
+{
+    if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, trial, NULL) == 0) {
+        uint64_t s1 = plan_shortfall(trial);
+        if (s1 < short0)
+            return (double)(short0 - s1) / fmax(trial->iteration_s - t0, 1e-12);
+    }
+    return -1;
+}
+
+/* Only stages on a short GPU, or parking on one, can help (or any when the host is short). */
+static int stage_can_help(const struct mpress_topology *topo, const struct mpress_plan_eval *ev,
+                          int g)
+{
+    int relevant = ev->gpus[g].peak > ev->gpus[g].capacity || ev->drain_gpu == g;
+    for (int h = 0; h < topo->n_gpus && !relevant; h++)
+        relevant = ev->gpus[h].peak > ev->gpus[h].capacity && ev->gpus[h].parked > 0;
+    return relevant || ev->host_short;
+}
+
+/* Whether an earlier tensor of the stage (actions first_j..j-1) has the same action (and D2D
+ * peer) and class as tensor j, so that its moves were tried already. */
+static int class_tried(const struct mpress_profile *p, const struct mpress_assignment *a,
+                       int first_j, int j)
+{
+    const struct mpress_plan_action *ac = &a->actions[j];
+    const struct mpress_op *op = &p->ops[ac->op];
+    const struct mpress_saved_tensor *ts = &op->tensors[ac->tensor];
+    int from_d2d = ac->action == MPRESS_ACTION_D2D_SWAP;
+    int dup = 0;
+    for (int q = first_j; q < j && !dup; q++) {
+        const struct mpress_plan_action *aq = &a->actions[q];
+        dup = aq->action == ac->action && (!from_d2d || (aq->peers[0] == ac->peers[0])) &&
+              plan_same_class(&p->ops[aq->op], &p->ops[aq->op].tensors[aq->tensor], op, ts);
+    }
+    return dup;
+}
+
+/* Try every move of the tensors of stage k (actions first_j..end_j-1) on GPU g, keeping the
+ * best in *best; the assignment is restored after each try. */
+static void try_tensor_moves(const struct mpress_profile *p, const struct mpress_topology *topo,
+                             const struct mpress_plan_options *o, struct mpress_assignment *a,
+                             const struct mpress_plan_eval *ev, int k, int first_j, int end_j,
+                             uint64_t short0, double t0, struct mpress_plan_eval *trial,
+                             struct greedy_move *best)
+{
+    const struct mpress_plan_stage *st = &a->stages[k];
+    const int g = st->gpu;
+    for (int j = first_j; j < end_j; j++) {
+        struct mpress_plan_action *ac = &a->actions[j];
+        const struct mpress_op *op = &p->ops[ac->op];
+        const struct mpress_saved_tensor *ts = &op->tensors[ac->tensor];
+        if (ts->bytes == 0)
+            continue;
+        /* Moves away from keep, d2d -> host for parked bytes on a short GPU, and a swap ->
+         * recompute where evictions outrun their links (the drain rows). */
+        int from_d2d = ac->action == MPRESS_ACTION_D2D_SWAP;
+        int from_host = ac->action == MPRESS_ACTION_HOST_SWAP;
+        if (ac->action != MPRESS_ACTION_KEEP && !from_d2d && !from_host)
+            continue;
+        if (from_host && ev->drain_gpu != g)
+            continue;
+        if (class_tried(p, a, first_j, j))
+            continue;
+        struct mpress_plan_action saved = *ac;
+        for (int kind = 1; kind < 3 + topo->n_gpus - 1; kind++) {
+            int peer = -1;
+            if (from_host && kind != MPRESS_ACTION_RECOMPUTE)
+                continue;
+            if (kind >= 3) {
+                peer = kind - 3;
+                if (peer >= g)
+                    peer++;
+                if (plan_nvlink_bw(topo, g, peer) <= 0 || from_d2d)
+                    continue;
+                /* Only a peer with room for every copy in flight can help. */
+                uint64_t copies = ts->bytes * (uint64_t)plan_in_flight(
+                                                  o->schedule, a->n_stages, k, o->micro_batches);
+                if (ev->gpus[peer].peak + copies > ev->gpus[peer].capacity)
+                    continue;
+            }
+            set_action(ac, kind >= 3 ? MPRESS_ACTION_D2D_SWAP : (enum mpress_action)kind,
+                       st->last_op);
+            if (peer >= 0) {
+                ac->n_peers = 1;
+                ac->peers[0] = peer;
+                ac->peer_bytes[0] = ts->bytes;
+            }
+            double score = move_score(p, topo, o, a, trial, short0, t0);
+            if (score > best->score) {
+                best->score = score, best->j = j, best->kind = kind, best->peer = peer;
+                best->stage = k;
+            }
+            *ac = saved;
+        }
+    }
+}
+
+/* Apply the move to best->j, then to the other keep tensors of its class in the stage
+ * (interchangeable, so the same move is the best one among them) for as long as each
+ * application still reduces the shortfall and costs no more time than the first one did:
+ * one search per class instead of per tensor. *ev follows the assignment. */
+static void apply_to_class(const struct mpress_profile *p, const struct mpress_topology *topo,
+                           const struct mpress_plan_options *o, struct mpress_assignment *a,
+                           struct mpress_plan_eval *ev, const struct greedy_move *best,
+                           struct mpress_plan_eval *trial)
+{
+    const int best_j = best->j, best_kind = best->kind, best_peer = best->peer;
+    const int stage_last = a->stages[best->stage].last_op;
+    const struct mpress_op *bop = &p->ops[a->actions[best_j].op];
+    const struct mpress_saved_tensor *bts = &bop->tensors[a->actions[best_j].tensor];
+    enum mpress_action from = a->actions[best_j].action;
+    int from_d2d = from == MPRESS_ACTION_D2D_SWAP;
+    int from_peer = from_d2d ? a->actions[best_j].peers[0] : -1;
+    double dt_first = 0;
+    for (int j = best_j; j < a->n_actions && a->actions[j].op <= stage_last; j++) {
+        struct mpress_plan_action *ac = &a->actions[j];
+        const struct mpress_op *op = &p->ops[ac->op];
+        if (j != best_j &&
+            (ac->action != from || (from_d2d && ac->peers[0] != from_peer) ||
+             !plan_same_class(bop, bts, op, &op->tensors[ac->tensor])))
+            continue;
+        struct mpress_plan_action saved = *ac;
+        set_action(ac, best_kind >= 3 ? MPRESS_ACTION_D2D_SWAP : (enum mpress_action)best_kind,
+                   stage_last);
+        if (best_peer >= 0) {
+            ac->n_peers = 1;
+            ac->peers[0] = best_peer;
+            ac->peer_bytes[0] = op->tensors[ac->tensor].bytes;
+        }
+        uint64_t s0 = plan_shortfall(ev);
+        double t0j = ev->iteration_s;
+        if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, trial, NULL)) {
+            *ac = saved;
+            break;
+        }
+        uint64_t s1 = plan_shortfall(trial);
+        double dt = trial->iteration_s - t0j;
+        if (j == best_j)
+            dt_first = dt;
+        else if (s1 >= s0 || dt > dt_first + 1e-9 * t0j) {
+            *ac = saved;
+            break;
+        }
+        *ev = *trial;
+        if (ev->fits)
+            break;
+    }
+}
+
 /* One greedy step: among the keep tensors of every stage (one per class: the rest are
  * interchangeable) and every action, and moving a stage's optimizer to host, apply the move
  * with the most shortfall removed per second of iteration time added. 0: moved, 1: none. */
@@ -136,8 +297,7 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
 {
     uint64_t short0 = plan_shortfall(ev);
     double t0 = ev->iteration_s;
-    double best_score = -1;
-    int best_j = -1, best_kind = 0, best_peer = -1, best_stage = -1;
+    struct greedy_move best = {.score = -1, .j = -1, .kind = 0, .peer = -1, .stage = -1};
     struct mpress_plan_eval trial;
     int j0 = 0;
     for (int k = 0; k < a->n_stages; k++) {
@@ -145,144 +305,25 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
         int first_j = j0;
         for (int i = st->first_op; i <= st->last_op; i++)
             j0 += p->ops[i].n_tensors;
-        /* Only stages on a short GPU, or parking on one, can help. */
-        int g = st->gpu,
-            relevant = ev->gpus[g].peak > ev->gpus[g].capacity || ev->drain_gpu == g;
-        for (int h = 0; h < topo->n_gpus && !relevant; h++)
-            relevant = ev->gpus[h].peak > ev->gpus[h].capacity && ev->gpus[h].parked > 0;
-        if (!relevant && !ev->host_short)
+        if (!stage_can_help(topo, ev, st->gpu))
             continue;
         /* The host takes optimizer states only when it can run their step. */
         if (!st->optimizer_on_host && plan_host_bw(topo) > 0 && topo->pcie_bytes_per_s > 0) {
             st->optimizer_on_host = 1;
-            if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial, NULL) ==
-                0) {
-                uint64_t s1 = plan_shortfall(&trial);
-                if (s1 < short0) {
-                    double score = (double)(short0 - s1) / fmax(trial.iteration_s - t0, 1e-12);
-                    if (score > best_score) {
-                        best_score = score, best_stage = k, best_j = -1;
-                    }
-                }
-            }
+            double score = move_score(p, topo, o, a, &trial, short0, t0);
+            if (score > best.score)
+                best.score = score, best.stage = k, best.j = -1;
             st->optimizer_on_host = 0;
         }
-        for (int j = first_j; j < j0; j++) {
-            struct mpress_plan_action *ac = &a->actions[j];
-            const struct mpress_op *op = &p->ops[ac->op];
-            const struct mpress_saved_tensor *ts = &op->tensors[ac->tensor];
-            if (ts->bytes == 0)
-                continue;
-            /* Moves away from keep, d2d -> host for parked bytes on a short GPU, and a swap ->
-             * recompute where evictions outrun their links (the drain rows). */
-            int from_d2d = ac->action == MPRESS_ACTION_D2D_SWAP;
-            int from_host = ac->action == MPRESS_ACTION_HOST_SWAP;
-            if (ac->action != MPRESS_ACTION_KEEP && !from_d2d && !from_host)
-                continue;
-            if (from_host && ev->drain_gpu != g)
-                continue;
-            int dup = 0;
-            for (int q = first_j; q < j && !dup; q++) {
-                const struct mpress_plan_action *aq = &a->actions[q];
-                dup = aq->action == ac->action &&
-                      (!from_d2d || (aq->peers[0] == ac->peers[0])) &&
-                      plan_same_class(&p->ops[aq->op], &p->ops[aq->op].tensors[aq->tensor], op,
-                                      ts);
-            }
-            if (dup)
-                continue;
-            struct mpress_plan_action saved = *ac;
-            for (int kind = 1; kind < 3 + topo->n_gpus - 1; kind++) {
-                int peer = -1;
-                if (from_host && kind != MPRESS_ACTION_RECOMPUTE)
-                    continue;
-                if (kind >= 3) {
-                    peer = kind - 3;
-                    if (peer >= g)
-                        peer++;
-                    if (plan_nvlink_bw(topo, g, peer) <= 0 || from_d2d)
-                        continue;
-                    /* Only a peer with room for every copy in flight can help. */
-                    uint64_t copies = ts->bytes * (uint64_t)plan_in_flight(
-                                                      o->schedule, a->n_stages, k,
-                                                      o->micro_batches);
-                    if (ev->gpus[peer].peak + copies > ev->gpus[peer].capacity)
-                        continue;
-                }
-                set_action(ac, kind >= 3 ? MPRESS_ACTION_D2D_SWAP : (enum mpress_action)kind,
-                           st->last_op);
-                if (peer >= 0) {
-                    ac->n_peers = 1;
-                    ac->peers[0] = peer;
-                    ac->peer_bytes[0] = ts->bytes;
-                }
-                if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial,
-                                         NULL) == 0) {
-                    uint64_t s1 = plan_shortfall(&trial);
-                    if (s1 < short0) {
-                        double score =
-                            (double)(short0 - s1) / fmax(trial.iteration_s - t0, 1e-12);
-                        if (score > best_score) {
-                            best_score = score, best_j = j, best_kind = kind, best_peer = peer;
-                            best_stage = k;
-                        }
-                    }
-                }
-                *ac = saved;
-            }
-        }
+        try_tensor_moves(p, topo, o, a, ev, k, first_j, j0, short0, t0, &trial, &best);
     }
-    if (best_score < 0)
+    if (best.score < 0)
         return 1;
-    if (best_j < 0) {
-        a->stages[best_stage].optimizer_on_host = 1;
+    if (best.j < 0) {
+        a->stages[best.stage].optimizer_on_host = 1;
         return mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, ev, NULL) ? 1 : 0;
     }
-    /* Apply the move to best_j, then to the other keep tensors of its class in the stage
-     * (interchangeable, so the same move is the best one among them) for as long as each
-     * application still reduces the shortfall and costs no more time than the first one did:
-     * one search per class instead of per tensor. */
-    const struct mpress_op *bop = &p->ops[a->actions[best_j].op];
-    const struct mpress_saved_tensor *bts = &bop->tensors[a->actions[best_j].tensor];
-    enum mpress_action from = a->actions[best_j].action;
-    int from_d2d = from == MPRESS_ACTION_D2D_SWAP;
-    int from_peer = from_d2d ? a->actions[best_j].peers[0] : -1;
-    double dt_first = 0;
-    for (int j = best_j; j < a->n_actions && a->actions[j].op <= a->stages[best_stage].last_op;
-         j++) {
-        struct mpress_plan_action *ac = &a->actions[j];
-        const struct mpress_op *op = &p->ops[ac->op];
-        if (j != best_j &&
-            (ac->action != from ||
-             (from_d2d && ac->peers[0] != from_peer) ||
-             !plan_same_class(bop, bts, op, &op->tensors[ac->tensor])))
-            continue;
-        struct mpress_plan_action saved = *ac;
-        set_action(ac, best_kind >= 3 ? MPRESS_ACTION_D2D_SWAP : (enum mpress_action)best_kind,
-                   a->stages[best_stage].last_op);
-        if (best_peer >= 0) {
-            ac->n_peers = 1;
-            ac->peers[0] = best_peer;
-            ac->peer_bytes[0] = op->tensors[ac->tensor].bytes;
-        }
-        uint64_t s0 = plan_shortfall(ev);
-        double t0j = ev->iteration_s;
-        if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, &trial, NULL)) {
-            *ac = saved;
-            break;
-        }
-        uint64_t s1 = plan_shortfall(&trial);
-        double dt = trial.iteration_s - t0j;
-        if (j == best_j)
-            dt_first = dt;
-        else if (s1 >= s0 || dt > dt_first + 1e-9 * t0j) {
-            *ac = saved;
-            break;
-        }
-        *ev = trial;
-        if (ev->fits)
-            break;
-    }
+    apply_to_class(p, topo, o, a, ev, &best, &trial);
     return 0;
 }
 

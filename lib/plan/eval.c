@@ -119,68 +119,67 @@ static void set_bottleneck(struct mpress_plan_eval *ev, double t, const char *wh
     }
 }
 
-int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
-                         enum mpress_schedule schedule, int micro_batches,
-                         const struct mpress_assignment *a, struct mpress_plan_eval *ev,
-                         struct mpress_error *err)
-{
-    memset(ev, 0, sizeof(*ev));
-    ev->short_gpu = -1;
-    ev->drain_gpu = -1;
-    if (micro_batches < 1 || micro_batches > MPRESS_MAX_MICRO_BATCHES)
-        return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be 1 to %d",
-                                MPRESS_MAX_MICRO_BATCHES);
-    /* The plan rules every consumer applies (docs/formats.md, "Plan rules"). */
-    int rc = mpress_plan_check(p, topo, micro_batches, a->n_stages, a->stages, a->n_actions,
-                               a->actions, NULL, err);
-    if (rc)
-        return rc;
-
-    const int S = a->n_stages, G = topo->n_gpus, M = micro_batches;
-    /* Per stage (per micro-batch unless said otherwise). */
-    double comp[MPRESS_MAX_GPUS] = {0}, fwd[MPRESS_MAX_GPUS] = {0};
-    uint64_t pb[MPRESS_MAX_GPUS] = {0}, gb[MPRESS_MAX_GPUS] = {0}, ob[MPRESS_MAX_GPUS] = {0};
-    uint64_t kept[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
-    uint64_t host[MPRESS_MAX_GPUS] = {0}, ws[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
+/* What one micro-batch of each stage k costs and holds, summed over the stage's ops and saved
+ * tensors by the assignment's actions. */
+struct stage_sums {
+    double comp[MPRESS_MAX_GPUS]; /* forward + backward + recompute seconds */
+    double fwd[MPRESS_MAX_GPUS];  /* forward seconds */
+    /* parameter, gradient and optimizer-state bytes */
+    uint64_t pb[MPRESS_MAX_GPUS], gb[MPRESS_MAX_GPUS], ob[MPRESS_MAX_GPUS];
+    uint64_t kept[MPRESS_MAX_GPUS], evicted[MPRESS_MAX_GPUS];
+    uint64_t host[MPRESS_MAX_GPUS]; /* host-swapped bytes */
+    uint64_t ws[MPRESS_MAX_GPUS];   /* largest workspace */
+    uint64_t out[MPRESS_MAX_GPUS];  /* boundary output to stage k + 1 (0 for the last) */
     /* d2d[k][g]: bytes per micro-batch stage k parks on GPU g. */
-    uint64_t(*d2d)[MPRESS_MAX_GPUS] = calloc(MPRESS_MAX_GPUS, sizeof(*d2d));
-    if (!d2d)
-        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    uint64_t (*d2d)[MPRESS_MAX_GPUS];
+};
 
+/* Sum the stages' ops and the bytes of each action (ev->action_bytes). */
+static void sum_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
+                       struct stage_sums *s, struct mpress_plan_eval *ev)
+{
+    const int S = a->n_stages;
+    uint64_t(*d2d)[MPRESS_MAX_GPUS] = s->d2d;
     int j = 0;
     for (int k = 0; k < S; k++) {
         const struct mpress_plan_stage *st = &a->stages[k];
         for (int i = st->first_op; i <= st->last_op; i++) {
             const struct mpress_op *op = &p->ops[i];
-            comp[k] += op->fwd_s + op->bwd_s;
-            fwd[k] += op->fwd_s;
-            pb[k] = plan_add(pb[k], op->param_bytes);
-            gb[k] = plan_add(gb[k], op->grad_bytes);
-            ob[k] = plan_add(ob[k], op->optim_bytes);
-            if (op->workspace_bytes > ws[k])
-                ws[k] = op->workspace_bytes;
+            s->comp[k] += op->fwd_s + op->bwd_s;
+            s->fwd[k] += op->fwd_s;
+            s->pb[k] = plan_add(s->pb[k], op->param_bytes);
+            s->gb[k] = plan_add(s->gb[k], op->grad_bytes);
+            s->ob[k] = plan_add(s->ob[k], op->optim_bytes);
+            if (op->workspace_bytes > s->ws[k])
+                s->ws[k] = op->workspace_bytes;
             for (int t = 0; t < op->n_tensors; t++, j++) {
                 const struct mpress_saved_tensor *ts = &op->tensors[t];
                 const struct mpress_plan_action *ac = &a->actions[j];
                 ev->action_bytes[ac->action] = plan_add(ev->action_bytes[ac->action], ts->bytes);
                 if (ac->action == MPRESS_ACTION_KEEP) {
-                    kept[k] = plan_add(kept[k], ts->bytes);
+                    s->kept[k] = plan_add(s->kept[k], ts->bytes);
                     continue;
                 }
-                evicted[k] = plan_add(evicted[k], ts->bytes);
+                s->evicted[k] = plan_add(s->evicted[k], ts->bytes);
                 if (ac->action == MPRESS_ACTION_RECOMPUTE)
-                    comp[k] += ts->recompute_s;
+                    s->comp[k] += ts->recompute_s;
                 else if (ac->action == MPRESS_ACTION_HOST_SWAP)
-                    host[k] = plan_add(host[k], ts->bytes);
+                    s->host[k] = plan_add(s->host[k], ts->bytes);
                 else
                     for (int q = 0; q < ac->n_peers; q++)
                         d2d[k][ac->peers[q]] = plan_add(d2d[k][ac->peers[q]], ac->peer_bytes[q]);
             }
         }
-        out[k] = k + 1 < S ? p->ops[st->last_op].output_bytes : 0;
+        s->out[k] = k + 1 < S ? p->ops[st->last_op].output_bytes : 0;
     }
+}
 
-    /* Memory per GPU. */
+/* Memory per GPU: each part, the peak, and the largest overflow (short_bytes, short_gpu). */
+static void gpu_memory(const struct mpress_topology *topo, enum mpress_schedule schedule, int M,
+                       const struct mpress_assignment *a, const struct stage_sums *s,
+                       struct mpress_plan_eval *ev)
+{
+    const int S = a->n_stages, G = topo->n_gpus;
     ev->n_gpus = G;
     for (int g = 0; g < G; g++) {
         struct mpress_plan_gpu *mg = &ev->gpus[g];
@@ -193,17 +192,18 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
         int n = plan_in_flight(schedule, S, k, M);
         struct mpress_plan_gpu *mg = &ev->gpus[a->stages[k].gpu];
         mg->stage = k;
-        mg->weights = plan_mul(pb[k], (uint64_t)plan_weight_versions(schedule, S, k, M));
-        mg->gradients = gb[k];
-        mg->optimizer = a->stages[k].optimizer_on_host ? 0 : ob[k];
-        mg->activations = plan_mul((uint64_t)n, kept[k]);
-        mg->working = plan_add(evicted[k], ws[k]);
-        mg->buffers = plan_mul(2, plan_add(out[k], k > 0 ? out[k - 1] : 0));
+        mg->weights = plan_mul(s->pb[k], (uint64_t)plan_weight_versions(schedule, S, k, M));
+        mg->gradients = s->gb[k];
+        mg->optimizer = a->stages[k].optimizer_on_host ? 0 : s->ob[k];
+        mg->activations = plan_mul((uint64_t)n, s->kept[k]);
+        mg->working = plan_add(s->evicted[k], s->ws[k]);
+        mg->buffers = plan_mul(2, plan_add(s->out[k], k > 0 ? s->out[k - 1] : 0));
         for (int g = 0; g < G; g++)
-            ev->gpus[g].parked = plan_add(ev->gpus[g].parked, plan_mul((uint64_t)n, d2d[k][g]));
-        ev->host_bytes = plan_add(ev->host_bytes, plan_mul((uint64_t)n, host[k]));
+            ev->gpus[g].parked =
+                plan_add(ev->gpus[g].parked, plan_mul((uint64_t)n, s->d2d[k][g]));
+        ev->host_bytes = plan_add(ev->host_bytes, plan_mul((uint64_t)n, s->host[k]));
         if (a->stages[k].optimizer_on_host)
-            ev->host_bytes = plan_add(ev->host_bytes, ob[k]);
+            ev->host_bytes = plan_add(ev->host_bytes, s->ob[k]);
     }
     ev->fits = 1;
     for (int g = 0; g < G; g++) {
@@ -221,21 +221,28 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
             }
         }
     }
-    /* Drain: stage k's host-swapped bytes of one micro-batch must cross its PCIe link, and its
-     * switch's uplink together with those of the other GPUs behind that switch, within one
-     * forward of the stage. Otherwise evictions queue up during the 1F1B warm-up (n_k forwards
-     * back to back) and the prefetch issued at the start of a forward is late for the backward
-     * after it. The shortfall is the backlog n_k (H_k - F_k bw) the GPU would hold. */
+}
+
+/* Drain: stage k's host-swapped bytes of one micro-batch must cross its PCIe link, and its
+ * switch's uplink together with those of the other GPUs behind that switch, within one
+ * forward of the stage. Otherwise evictions queue up during the 1F1B warm-up (n_k forwards
+ * back to back) and the prefetch issued at the start of a forward is late for the backward
+ * after it. The shortfall is the backlog n_k (H_k - F_k bw) the GPU would hold. */
+static void drain_check(const struct mpress_topology *topo, enum mpress_schedule schedule, int M,
+                        const struct mpress_assignment *a, const struct stage_sums *s,
+                        struct mpress_plan_eval *ev)
+{
+    const int S = a->n_stages, G = topo->n_gpus;
     double sw_host[MPRESS_MAX_GPUS] = {0};
     for (int k = 0; k < S; k++) {
         int w = topo->gpus[a->stages[k].gpu].pcie_switch;
         if (w >= 0 && w < topo->n_switches)
-            sw_host[w] += (double)host[k];
+            sw_host[w] += (double)s->host[k];
     }
     for (int k = 0; k < S; k++) {
         int g = a->stages[k].gpu, w = topo->gpus[g].pcie_switch;
-        const double F = fwd[k] * PLAN_DRAIN_SHARE;
-        double over = (double)host[k] - F * topo->pcie_bytes_per_s;
+        const double F = s->fwd[k] * PLAN_DRAIN_SHARE;
+        double over = (double)s->host[k] - F * topo->pcie_bytes_per_s;
         if (w >= 0 && w < topo->n_switches && topo->switches[w].uplink_bytes_per_s > 0 &&
             sw_host[w] > 0)
             over = fmax(over, sw_host[w] - F * topo->switches[w].uplink_bytes_per_s);
@@ -243,14 +250,14 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
          * through the GPU's switch ports (NVSwitch). */
         double d2d_all = 0;
         for (int q = 0; q < G; q++) {
-            d2d_all += (double)d2d[k][q];
-            if (d2d[k][q] > 0 && topo->fabric != MPRESS_FABRIC_NVSWITCH)
-                over = fmax(over, (double)d2d[k][q] - F * plan_nvlink_bw(topo, g, q));
+            d2d_all += (double)s->d2d[k][q];
+            if (s->d2d[k][q] > 0 && topo->fabric != MPRESS_FABRIC_NVSWITCH)
+                over = fmax(over, (double)s->d2d[k][q] - F * plan_nvlink_bw(topo, g, q));
         }
         if (d2d_all > 0 && topo->fabric == MPRESS_FABRIC_NVSWITCH)
             over = fmax(over, d2d_all - F * plan_port_bw(topo, g));
         /* GLPK's feasibility tolerance (1e-7 relative) must not make a MILP plan fail here. */
-        if (over <= 1e-6 * ((double)host[k] + d2d_all) + 1)
+        if (over <= 1e-6 * ((double)s->host[k] + d2d_all) + 1)
             continue;
         uint64_t backlog =
             plan_mul(plan_u64(ceil(over)), (uint64_t)plan_in_flight(schedule, S, k, M));
@@ -260,20 +267,75 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
             ev->drain_gpu = g;
         }
     }
-    /* A host without a stated memory size is not checked. */
-    if (topo->host_memory_bytes > 0 && ev->host_bytes > topo->host_memory_bytes) {
-        ev->fits = 0;
-        ev->host_short = ev->host_bytes - topo->host_memory_bytes;
-    }
+}
 
-    /* Link loads per micro-batch, per direction (each transfer has an equal reverse one:
-     * evict/prefetch, activation/gradient), and the cycle. */
+/* NVLink loads per micro-batch on an NVSwitch fabric: each GPU's switch ports carry its D2D
+ * traffic both ways and its stage's boundary transfers. */
+static void nvswitch_port_loads(const struct mpress_topology *topo, const int *stage_of,
+                                const struct stage_sums *s, struct mpress_plan_eval *ev)
+{
+    const int G = topo->n_gpus;
+    char what[64];
+    for (int g = 0; g < G; g++) {
+        double load = 0;
+        for (int q = 0; q < G; q++) {
+            if (stage_of[g] >= 0)
+                load += (double)s->d2d[stage_of[g]][q];
+            if (stage_of[q] >= 0)
+                load += (double)s->d2d[stage_of[q]][g];
+        }
+        int k = stage_of[g];
+        if (k >= 0)
+            load += (double)s->out[k] + (k > 0 ? (double)s->out[k - 1] : 0);
+        double bw = plan_port_bw(topo, g);
+        if (load > 0 && bw > 0) {
+            snprintf(what, sizeof(what), "nvswitch port gpu %d", g);
+            set_bottleneck(ev, load / bw, what);
+        }
+    }
+}
+
+/* NVLink loads per micro-batch on a direct fabric: each linked pair carries the D2D traffic
+ * between its GPUs' stages and the boundary transfers between them. */
+static void nvlink_pair_loads(const struct mpress_topology *topo, const int *stage_of,
+                              const struct mpress_assignment *a, const struct stage_sums *s,
+                              struct mpress_plan_eval *ev)
+{
+    const int S = a->n_stages, G = topo->n_gpus;
+    char what[64];
+    for (int x = 0; x < G; x++)
+        for (int y = x + 1; y < G; y++) {
+            double bw = plan_nvlink_bw(topo, x, y);
+            if (bw <= 0)
+                continue;
+            double load = 0;
+            if (stage_of[x] >= 0)
+                load += (double)s->d2d[stage_of[x]][y];
+            if (stage_of[y] >= 0)
+                load += (double)s->d2d[stage_of[y]][x];
+            for (int k = 0; k + 1 < S; k++) {
+                int ga = a->stages[k].gpu, gb2 = a->stages[k + 1].gpu;
+                if ((ga == x && gb2 == y) || (ga == y && gb2 == x))
+                    load += (double)s->out[k];
+            }
+            snprintf(what, sizeof(what), "nvlink %d-%d", x, y);
+            if (load > 0)
+                set_bottleneck(ev, load / bw, what);
+        }
+}
+
+/* Link loads per micro-batch, per direction (each transfer has an equal reverse one:
+ * evict/prefetch, activation/gradient), and the cycle: the slowest stage or link. */
+static void cycle(const struct mpress_topology *topo, const struct mpress_assignment *a,
+                  const struct stage_sums *s, struct mpress_plan_eval *ev)
+{
+    const int S = a->n_stages, G = topo->n_gpus;
     char what[64];
     ev->cycle_s = 0;
     for (int k = 0; k < S; k++) {
-        ev->stage_s[k] = comp[k];
+        ev->stage_s[k] = s->comp[k];
         snprintf(what, sizeof(what), "stage %d compute", k);
-        set_bottleneck(ev, comp[k], what);
+        set_bottleneck(ev, s->comp[k], what);
     }
     int stage_of[MPRESS_MAX_GPUS];
     for (int g = 0; g < G; g++)
@@ -281,54 +343,19 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     double pcie_load[MPRESS_MAX_GPUS] = {0};
     for (int g = 0; g < G; g++)
         if (stage_of[g] >= 0)
-            pcie_load[g] = (double)host[stage_of[g]];
+            pcie_load[g] = (double)s->host[stage_of[g]];
     /* Boundary transfers: NVLink when the pair has it, else PCIe at both ends. */
     for (int k = 0; k + 1 < S; k++) {
         int ga = a->stages[k].gpu, gb2 = a->stages[k + 1].gpu;
         if (plan_nvlink_bw(topo, ga, gb2) <= 0) {
-            pcie_load[ga] += (double)out[k];
-            pcie_load[gb2] += (double)out[k];
+            pcie_load[ga] += (double)s->out[k];
+            pcie_load[gb2] += (double)s->out[k];
         }
     }
-    if (topo->fabric == MPRESS_FABRIC_NVSWITCH) {
-        for (int g = 0; g < G; g++) {
-            double load = 0;
-            for (int q = 0; q < G; q++) {
-                if (stage_of[g] >= 0)
-                    load += (double)d2d[stage_of[g]][q];
-                if (stage_of[q] >= 0)
-                    load += (double)d2d[stage_of[q]][g];
-            }
-            int k = stage_of[g];
-            if (k >= 0)
-                load += (double)out[k] + (k > 0 ? (double)out[k - 1] : 0);
-            double bw = plan_port_bw(topo, g);
-            if (load > 0 && bw > 0) {
-                snprintf(what, sizeof(what), "nvswitch port gpu %d", g);
-                set_bottleneck(ev, load / bw, what);
-            }
-        }
-    } else {
-        for (int x = 0; x < G; x++)
-            for (int y = x + 1; y < G; y++) {
-                double bw = plan_nvlink_bw(topo, x, y);
-                if (bw <= 0)
-                    continue;
-                double load = 0;
-                if (stage_of[x] >= 0)
-                    load += (double)d2d[stage_of[x]][y];
-                if (stage_of[y] >= 0)
-                    load += (double)d2d[stage_of[y]][x];
-                for (int k = 0; k + 1 < S; k++) {
-                    int ga = a->stages[k].gpu, gb2 = a->stages[k + 1].gpu;
-                    if ((ga == x && gb2 == y) || (ga == y && gb2 == x))
-                        load += (double)out[k];
-                }
-                snprintf(what, sizeof(what), "nvlink %d-%d", x, y);
-                if (load > 0)
-                    set_bottleneck(ev, load / bw, what);
-            }
-    }
+    if (topo->fabric == MPRESS_FABRIC_NVSWITCH)
+        nvswitch_port_loads(topo, stage_of, s, ev);
+    else
+        nvlink_pair_loads(topo, stage_of, a, s, ev);
     double uplink[MPRESS_MAX_GPUS] = {0};
     for (int g = 0; g < G; g++) {
         if (pcie_load[g] <= 0)
@@ -344,30 +371,39 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
             snprintf(what, sizeof(what), "pcie switch %d uplink", w);
             set_bottleneck(ev, uplink[w] / topo->switches[w].uplink_bytes_per_s, what);
         }
+}
 
-    /* Fill and drain: one micro-batch through every stage, forward and backward, with the
-     * boundary transfers in both directions. */
-    ev->fill_drain_s = 0;
+/* Fill and drain: one micro-batch through every stage, forward and backward, with the
+ * boundary transfers in both directions. */
+static double fill_drain(const struct mpress_topology *topo, const struct mpress_assignment *a,
+                         const struct stage_sums *s)
+{
+    const int S = a->n_stages;
+    double t = 0;
     for (int k = 0; k < S; k++) {
-        ev->fill_drain_s += comp[k];
+        t += s->comp[k];
         if (k + 1 < S)
-            ev->fill_drain_s +=
-                2.0 * (double)out[k] / plan_boundary_bw(topo, a->stages[k].gpu,
-                                                        a->stages[k + 1].gpu);
+            t += 2.0 * (double)s->out[k] /
+                 plan_boundary_bw(topo, a->stages[k].gpu, a->stages[k + 1].gpu);
     }
+    return t;
+}
 
-    /* Optimizer tail, once per iteration. Stage k's last backward ends slack_k (the backward
-     * and recompute time of stages 0..k-1, which the drain runs after it) before stage 0's,
-     * so its step overlaps that much of the drain. GPU steps run in parallel; a host step
-     * first moves gradients down and weights back over PCIe, and host steps share the host
-     * memory bandwidth of its socket with every host step there that starts no earlier
-     * (stages 0..k). */
-    double host_touch[MPRESS_MAX_GPUS] = {0}, slack = 0;
-    ev->tail_s = 0;
+/* Optimizer tail, once per iteration. Stage k's last backward ends slack_k (the backward
+ * and recompute time of stages 0..k-1, which the drain runs after it) before stage 0's,
+ * so its step overlaps that much of the drain. GPU steps run in parallel; a host step
+ * first moves gradients down and weights back over PCIe, and host steps share the host
+ * memory bandwidth of its socket with every host step there that starts no earlier
+ * (stages 0..k). */
+static double optimizer_tail(const struct mpress_profile *p, const struct mpress_topology *topo,
+                             const struct mpress_assignment *a, const struct stage_sums *s)
+{
+    const int S = a->n_stages;
+    double host_touch[MPRESS_MAX_GPUS] = {0}, slack = 0, tail = 0;
     for (int k = 0; k < S; k++) {
         struct mpress_optimizer_traffic tr;
-        mpress_optimizer_step_traffic(&p->model, (double)pb[k], (double)gb[k], (double)ob[k],
-                                      &tr);
+        mpress_optimizer_step_traffic(&p->model, (double)s->pb[k], (double)s->gb[k],
+                                      (double)s->ob[k], &tr);
         double touch = tr.memory_bytes, t = 0;
         if (a->stages[k].optimizer_on_host) {
             int q = plan_socket(topo, a->stages[k].gpu);
@@ -378,14 +414,51 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
             double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;
             t = hbm > 0 ? touch / hbm - slack : 0;
         }
-        if (t > ev->tail_s)
-            ev->tail_s = t;
-        slack += comp[k] - fwd[k];
+        if (t > tail)
+            tail = t;
+        slack += s->comp[k] - s->fwd[k];
     }
+    return tail;
+}
+
+int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
+                         enum mpress_schedule schedule, int micro_batches,
+                         const struct mpress_assignment *a, struct mpress_plan_eval *ev,
+                         struct mpress_error *err)
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->short_gpu = -1;
+    ev->drain_gpu = -1;
+    if (micro_batches < 1 || micro_batches > MPRESS_MAX_MICRO_BATCHES)
+        return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be 1 to %d",
+                                MPRESS_MAX_MICRO_BATCHES);
+    /* The plan rules every consumer applies (docs/formats.md, "Plan rules"). */
+    int rc = mpress_plan_check(p, topo, micro_batches, a->n_stages, a->stages, a->n_actions,
+                               a->actions, NULL, err);
+    if (rc)
+        return rc;
+
+    const int M = micro_batches;
+    struct stage_sums s = {0};
+    s.d2d = calloc(MPRESS_MAX_GPUS, sizeof(*s.d2d));
+    if (!s.d2d)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+
+    sum_stages(p, a, &s, ev);
+    gpu_memory(topo, schedule, M, a, &s, ev);
+    drain_check(topo, schedule, M, a, &s, ev);
+    /* A host without a stated memory size is not checked. */
+    if (topo->host_memory_bytes > 0 && ev->host_bytes > topo->host_memory_bytes) {
+        ev->fits = 0;
+        ev->host_short = ev->host_bytes - topo->host_memory_bytes;
+    }
+    cycle(topo, a, &s, ev);
+    ev->fill_drain_s = fill_drain(topo, a, &s);
+    ev->tail_s = optimizer_tail(p, topo, a, &s);
 
     ev->iteration_s = ev->fill_drain_s + (M - 1) * ev->cycle_s + ev->tail_s;
     ev->samples_per_s =
         ev->iteration_s > 0 ? (double)M * p->model.micro_batch / ev->iteration_s : 0;
-    free(d2d);
+    free(s.d2d);
     return 0;
 }

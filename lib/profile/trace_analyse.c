@@ -648,6 +648,175 @@ void mpress_trace_options_init(struct mpress_trace_options *opt)
 static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_trace_summary *sum,
                        int ref_step, struct mpress_error *err);
 
+/* Classify the ranges, find the steps (one open-ended step when the trace marks none) and
+ * each range's step, and each op-level range's least PyTorch sequence number. */
+static void classify_ranges(struct ctx *c)
+{
+    const struct mpress_trace *t = c->t;
+    /* Classify; parents come first (smaller ids), so one pass resolves ancestors. */
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        struct rinfo *r = &c->ri[i];
+        classify(t->ranges[i].name, r);
+        long par = t->ranges[i].parent ? trace_range_find(t, t->ranges[i].parent) : -1;
+        long par_level = par >= 0 ? c->ri[par].oplevel : -1;
+        r->state = r->cls == RC_PARAM || r->cls == RC_OPTIM ? (long)i
+                   : par >= 0                               ? c->ri[par].state
+                                                            : -1;
+        /* Ops inside a model-state range (an optimizer step's own aten ops) are not model ops. */
+        r->oplevel = par_level >= 0                                     ? par_level
+                     : r->state >= 0                                    ? -1
+                     : (r->cls == RC_FWD || r->cls == RC_BWD) ? (long)i
+                                                                        : -1;
+        r->seqmin = -1;
+        r->op = -1;
+        int in_step = par >= 0 && c->ri[par].under_step;
+        if (r->cls == RC_STEP && !in_step) /* a step inside a step is part of the outer one */
+            c->steps[c->n_steps++] = (struct step){t->ranges[i].start, t->ranges[i].end};
+        r->under_step = in_step || r->cls == RC_STEP;
+    }
+    c->has_steps = c->n_steps > 0;
+    if (!c->has_steps) {
+        c->steps[0] = (struct step){0, UINT64_MAX};
+        c->n_steps = 1;
+    }
+    sort_n(c->steps, (size_t)c->n_steps, sizeof(*c->steps), cmp_step);
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        c->ri[i].step = c->has_steps ? step_of(c->steps, c->n_steps, t->ranges[i].start) : 0;
+    }
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        long L = c->ri[i].oplevel;
+        if (L >= 0 && c->ri[i].seq >= 0 && (c->ri[L].seqmin < 0 || c->ri[i].seq < c->ri[L].seqmin))
+            c->ri[L].seqmin = c->ri[i].seq;
+    }
+}
+
+/* GPU busy time per (op, direction, step) into busy (-1 where the op did not run in that
+ * step): the union of its activities' intervals (iv, sorted here), so kernels overlapping on
+ * several streams are not counted twice. */
+static void op_busy_times(const struct ctx *c, struct mpress_trace_summary *sum,
+                          struct interval *iv, double *busy, size_t cells)
+{
+    const struct mpress_trace *t = c->t;
+    for (size_t i = 0; i < cells; i++)
+        busy[i] = -1;
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        const struct rinfo *r = &c->ri[i];
+        if (r->oplevel == (long)i && r->op >= 0 && r->step >= 0)
+            busy[((size_t)r->op * 2 + (r->cls == RC_BWD)) * (size_t)c->n_steps +
+                 (size_t)r->step] = 0;
+    }
+    size_t niv = 0;
+    sum->n_gpu_activities = t->n_acts;
+    for (size_t i = 0; i < t->n_acts; i++) {
+        const struct trace_act *a = &t->acts[i];
+        struct where w = locate(c, a->corr, a->start);
+        if (w.op < 0 || w.step < 0) {
+            sum->n_unattributed++;
+            continue;
+        }
+        iv[niv++] = (struct interval){w.op, w.dir, w.step, a->start, a->end};
+    }
+    sort_n(iv, niv, sizeof(*iv), cmp_interval);
+    for (size_t i = 0; i < niv;) {
+        size_t j = i;
+        uint64_t total = 0, cs = iv[i].start, ce = iv[i].end;
+        for (j = i + 1; j < niv && iv[j].op == iv[i].op && iv[j].dir == iv[i].dir &&
+                        iv[j].step == iv[i].step;
+             j++) {
+            if (iv[j].start > ce) {
+                total += ce - cs;
+                cs = iv[j].start;
+                ce = iv[j].end;
+            } else if (iv[j].end > ce) {
+                ce = iv[j].end;
+            }
+        }
+        total += ce - cs;
+        busy[((size_t)iv[i].op * 2 + (size_t)iv[i].dir) * (size_t)c->n_steps +
+             (size_t)iv[i].step] = (double)total * 1e-9;
+        i = j;
+    }
+}
+
+/* The profile skeleton: source, device, model config and one op per matched op, with its
+ * name, kind, layer and median forward and backward times over the used steps. */
+static int profile_ops(const struct ctx *c, const struct mpress_trace_options *opt,
+                       const double *busy, struct mpress_profile *p, struct mpress_error *err)
+{
+    const struct mpress_trace *t = c->t;
+    snprintf(p->source, sizeof(p->source), "cupti");
+    snprintf(p->device, sizeof(p->device), "unknown");
+    int best_dev = -1;
+    for (int d = 0; d < t->n_devices; d++)
+        if (t->devices[d].name[0] && (best_dev < 0 || t->devices[d].id < t->devices[best_dev].id))
+            best_dev = d;
+    if (best_dev >= 0)
+        snprintf(p->device, sizeof(p->device), "%s", t->devices[best_dev].name);
+    struct mpress_model_config *m = &p->model;
+    snprintf(m->name, sizeof(m->name), "%s", opt->model_name[0] ? opt->model_name : "traced");
+    snprintf(m->family, sizeof(m->family), "import");
+    snprintf(m->dtype, sizeof(m->dtype), "%s", opt->dtype[0] ? opt->dtype : "fp16");
+    snprintf(m->optimizer, sizeof(m->optimizer), "%s",
+             opt->optimizer[0] ? opt->optimizer : "adam");
+    m->micro_batch = 1;
+    p->ops = calloc((size_t)c->n_ops, sizeof(*p->ops));
+    if (!p->ops)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    p->n_ops = c->n_ops;
+    int max_layer = -1;
+    for (int k = 0; k < c->n_ops; k++) {
+        struct mpress_op *op = &p->ops[k];
+        if (c->max_occ[k] > 1)
+            /* long names are cut, as everywhere in the profile */
+            snprintf(op->name, sizeof(op->name), "%.*s.%d", (int)strlen(c->ops[k].base),
+                     c->ops[k].base, c->ops[k].occ);
+        else
+            snprintf(op->name, sizeof(op->name), "%s", c->ops[k].base);
+        snprintf(op->kind, sizeof(op->kind), "%.*s", (int)sizeof(op->kind) - 1, c->ops[k].base);
+        op->layer = layer_of(op->name);
+        if (op->layer > max_layer)
+            max_layer = op->layer;
+        size_t base = (size_t)k * 2 * (size_t)c->n_steps;
+        op->fwd_s = median(busy + base + (size_t)c->first_used, c->n_steps - c->first_used);
+        op->bwd_s = median(busy + base + (size_t)c->n_steps + (size_t)c->first_used,
+                           c->n_steps - c->first_used);
+    }
+    m->layers = max_layer + 1;
+    return 0;
+}
+
+/* The step whose saved tensors are listed, and the median step time into sum. */
+static int step_times(const struct ctx *c, struct mpress_trace_summary *sum, double *stepw)
+{
+    const struct mpress_trace *t = c->t;
+    /* Which steps trained: a step range holding no op range (the tail after the last
+     * optimizer step that --nvtx-torch leaves open until exit) is not a step time, and the
+     * step whose saved tensors are listed is the last one that ran a backward op (else a
+     * forward one): a run that died mid-step, or such a tail, would list none. */
+    int ref_step = -1, ref_fwd = -1;
+    for (int s = 0; s < c->n_steps; s++)
+        stepw[s] = -1;
+    for (size_t i = 0; i < t->n_ranges; i++) {
+        const struct rinfo *r = &c->ri[i];
+        if (r->oplevel != (long)i || r->op < 0 || r->step < 0)
+            continue;
+        stepw[r->step] = 0;
+        if (r->cls == RC_BWD && r->step > ref_step)
+            ref_step = r->step;
+        if (r->cls == RC_FWD && r->step > ref_fwd)
+            ref_fwd = r->step;
+    }
+    if (ref_step < 0)
+        ref_step = ref_fwd >= 0 ? ref_fwd : c->n_steps - 1;
+    if (c->has_steps) {
+        for (int s = 0; s < c->n_steps; s++)
+            if (stepw[s] == 0)
+                stepw[s] = (double)(c->steps[s].end - c->steps[s].start) * 1e-9;
+        sum->step_s = median(stepw + c->first_used, c->n_steps - c->first_used);
+    }
+    return ref_step;
+}
+
 int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace_options *opt,
                          struct mpress_profile *p, struct mpress_trace_summary *sum_out,
                          struct mpress_error *err)
@@ -679,41 +848,7 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
     if (!c.ri || !c.steps)
         goto oom;
 
-    /* Classify; parents come first (smaller ids), so one pass resolves ancestors. */
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        struct rinfo *r = &c.ri[i];
-        classify(t->ranges[i].name, r);
-        long par = t->ranges[i].parent ? trace_range_find(t, t->ranges[i].parent) : -1;
-        long par_level = par >= 0 ? c.ri[par].oplevel : -1;
-        r->state = r->cls == RC_PARAM || r->cls == RC_OPTIM ? (long)i
-                   : par >= 0                               ? c.ri[par].state
-                                                            : -1;
-        /* Ops inside a model-state range (an optimizer step's own aten ops) are not model ops. */
-        r->oplevel = par_level >= 0                                     ? par_level
-                     : r->state >= 0                                    ? -1
-                     : (r->cls == RC_FWD || r->cls == RC_BWD) ? (long)i
-                                                                        : -1;
-        r->seqmin = -1;
-        r->op = -1;
-        int in_step = par >= 0 && c.ri[par].under_step;
-        if (r->cls == RC_STEP && !in_step) /* a step inside a step is part of the outer one */
-            c.steps[c.n_steps++] = (struct step){t->ranges[i].start, t->ranges[i].end};
-        r->under_step = in_step || r->cls == RC_STEP;
-    }
-    c.has_steps = c.n_steps > 0;
-    if (!c.has_steps) {
-        c.steps[0] = (struct step){0, UINT64_MAX};
-        c.n_steps = 1;
-    }
-    sort_n(c.steps, (size_t)c.n_steps, sizeof(*c.steps), cmp_step);
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        c.ri[i].step = c.has_steps ? step_of(c.steps, c.n_steps, t->ranges[i].start) : 0;
-    }
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        long L = c.ri[i].oplevel;
-        if (L >= 0 && c.ri[i].seq >= 0 && (c.ri[L].seqmin < 0 || c.ri[i].seq < c.ri[L].seqmin))
-            c.ri[L].seqmin = c.ri[i].seq;
-    }
+    classify_ranges(&c);
     int warm = opt->warmup_steps >= 0 ? opt->warmup_steps : (c.n_steps >= 2 ? 1 : 0);
     if (warm >= c.n_steps) {
         rc = mpress_error_set(err, MPRESS_EUSAGE,
@@ -735,125 +870,23 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
         goto fail;
     }
 
-    /* GPU busy time per (op, direction, step): the union of its activities' intervals, so
-     * kernels overlapping on several streams are not counted twice. */
+    /* Busy time per (op, direction, step), then the profile's ops and the step times. */
     iv = malloc((t->n_acts + 1) * sizeof(*iv));
     size_t cells = (size_t)c.n_ops * 2 * (size_t)c.n_steps;
     busy = malloc((cells + 1) * sizeof(*busy));
     stepw = malloc(((size_t)c.n_steps + 1) * sizeof(*stepw));
     if (!iv || !busy || !stepw)
         goto oom;
-    for (size_t i = 0; i < cells; i++)
-        busy[i] = -1;
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        const struct rinfo *r = &c.ri[i];
-        if (r->oplevel == (long)i && r->op >= 0 && r->step >= 0)
-            busy[((size_t)r->op * 2 + (r->cls == RC_BWD)) * (size_t)c.n_steps +
-                 (size_t)r->step] = 0;
-    }
-    size_t niv = 0;
-    sum->n_gpu_activities = t->n_acts;
-    for (size_t i = 0; i < t->n_acts; i++) {
-        const struct trace_act *a = &t->acts[i];
-        struct where w = locate(&c, a->corr, a->start);
-        if (w.op < 0 || w.step < 0) {
-            sum->n_unattributed++;
-            continue;
-        }
-        iv[niv++] = (struct interval){w.op, w.dir, w.step, a->start, a->end};
-    }
-    sort_n(iv, niv, sizeof(*iv), cmp_interval);
-    for (size_t i = 0; i < niv;) {
-        size_t j = i;
-        uint64_t total = 0, cs = iv[i].start, ce = iv[i].end;
-        for (j = i + 1; j < niv && iv[j].op == iv[i].op && iv[j].dir == iv[i].dir &&
-                        iv[j].step == iv[i].step;
-             j++) {
-            if (iv[j].start > ce) {
-                total += ce - cs;
-                cs = iv[j].start;
-                ce = iv[j].end;
-            } else if (iv[j].end > ce) {
-                ce = iv[j].end;
-            }
-        }
-        total += ce - cs;
-        busy[((size_t)iv[i].op * 2 + (size_t)iv[i].dir) * (size_t)c.n_steps +
-             (size_t)iv[i].step] = (double)total * 1e-9;
-        i = j;
-    }
-
-    /* The profile skeleton. */
-    snprintf(p->source, sizeof(p->source), "cupti");
-    snprintf(p->device, sizeof(p->device), "unknown");
-    int best_dev = -1;
-    for (int d = 0; d < t->n_devices; d++)
-        if (t->devices[d].name[0] && (best_dev < 0 || t->devices[d].id < t->devices[best_dev].id))
-            best_dev = d;
-    if (best_dev >= 0)
-        snprintf(p->device, sizeof(p->device), "%s", t->devices[best_dev].name);
-    struct mpress_model_config *m = &p->model;
-    snprintf(m->name, sizeof(m->name), "%s", opt->model_name[0] ? opt->model_name : "traced");
-    snprintf(m->family, sizeof(m->family), "import");
-    snprintf(m->dtype, sizeof(m->dtype), "%s", opt->dtype[0] ? opt->dtype : "fp16");
-    snprintf(m->optimizer, sizeof(m->optimizer), "%s",
-             opt->optimizer[0] ? opt->optimizer : "adam");
-    m->micro_batch = 1;
-    p->ops = calloc((size_t)c.n_ops, sizeof(*p->ops));
-    if (!p->ops)
-        goto oom;
-    p->n_ops = c.n_ops;
-    int max_layer = -1;
-    for (int k = 0; k < c.n_ops; k++) {
-        struct mpress_op *op = &p->ops[k];
-        if (c.max_occ[k] > 1)
-            /* long names are cut, as everywhere in the profile */
-            snprintf(op->name, sizeof(op->name), "%.*s.%d", (int)strlen(c.ops[k].base),
-                     c.ops[k].base, c.ops[k].occ);
-        else
-            snprintf(op->name, sizeof(op->name), "%s", c.ops[k].base);
-        snprintf(op->kind, sizeof(op->kind), "%.*s", (int)sizeof(op->kind) - 1, c.ops[k].base);
-        op->layer = layer_of(op->name);
-        if (op->layer > max_layer)
-            max_layer = op->layer;
-        size_t base = (size_t)k * 2 * (size_t)c.n_steps;
-        op->fwd_s = median(busy + base + (size_t)c.first_used, c.n_steps - c.first_used);
-        op->bwd_s = median(busy + base + (size_t)c.n_steps + (size_t)c.first_used,
-                           c.n_steps - c.first_used);
-    }
-    m->layers = max_layer + 1;
-
-    /* Which steps trained: a step range holding no op range (the tail after the last
-     * optimizer step that --nvtx-torch leaves open until exit) is not a step time, and the
-     * step whose saved tensors are listed is the last one that ran a backward op (else a
-     * forward one): a run that died mid-step, or such a tail, would list none. */
-    int ref_step = -1, ref_fwd = -1;
-    for (int s = 0; s < c.n_steps; s++)
-        stepw[s] = -1;
-    for (size_t i = 0; i < t->n_ranges; i++) {
-        const struct rinfo *r = &c.ri[i];
-        if (r->oplevel != (long)i || r->op < 0 || r->step < 0)
-            continue;
-        stepw[r->step] = 0;
-        if (r->cls == RC_BWD && r->step > ref_step)
-            ref_step = r->step;
-        if (r->cls == RC_FWD && r->step > ref_fwd)
-            ref_fwd = r->step;
-    }
-    if (ref_step < 0)
-        ref_step = ref_fwd >= 0 ? ref_fwd : c.n_steps - 1;
-    if (c.has_steps) {
-        for (int s = 0; s < c.n_steps; s++)
-            if (stepw[s] == 0)
-                stepw[s] = (double)(c.steps[s].end - c.steps[s].start) * 1e-9;
-        sum->step_s = median(stepw + c.first_used, c.n_steps - c.first_used);
-    }
-
+    op_busy_times(&c, sum, iv, busy, cells);
+    rc = profile_ops(&c, opt, busy, p, err);
+    if (rc)
+        goto fail;
+    int ref_step = step_times(&c, sum, stepw);
     rc = memory_pass(&c, p, sum, ref_step, err);
     if (rc)
         goto fail;
     int weight_bytes, grad_bytes, optim_bytes;
-    mpress_model_state_bytes(m, &weight_bytes, &grad_bytes, &optim_bytes);
+    mpress_model_state_bytes(&p->model, &weight_bytes, &grad_bytes, &optim_bytes);
     for (int k = 0; k < p->n_ops; k++)
         p->ops[k].params = p->ops[k].param_bytes / (uint64_t)weight_bytes;
     rc = 0;
@@ -876,51 +909,24 @@ done:
     return rc;
 }
 
-/* Device memory: peaks per device, saved tensors, model states, workspaces and outputs. */
-static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_trace_summary *sum,
-                       int ref_step, struct mpress_error *err)
-{
-    const struct mpress_trace *t = c->t;
-    size_t n = t->n_mems;
-    int rc = MPRESS_ESYSTEM;
-    const struct trace_mem **ord = malloc((n + 1) * sizeof(*ord));
-    long *freed_by = malloc((n + 1) * sizeof(*freed_by)); /* by position in ord */
-    long *alloc_of = malloc((n + 1) * sizeof(*alloc_of)); /* release -> its allocation */
-    size_t *pos_of = malloc((n + 1) * sizeof(*pos_of));   /* mems index -> position in ord */
-    struct where *wh = malloc((n + 1) * sizeof(*wh));
-    struct tensor_acc *tens = malloc((n + 1) * sizeof(*tens));
-    uint64_t *live_dev = calloc(MPRESS_TRACE_MAX_DEVICES, sizeof(*live_dev));
-    uint64_t *ws_cur = calloc(t->n_ranges + 1, sizeof(*ws_cur));
-    int *by_name = malloc(((size_t)p->n_ops + 1) * sizeof(*by_name));
-    struct live lv = {0};
-    lv.cap = 64;
-    while (lv.cap < 2 * n + 2)
-        lv.cap *= 2;
-    lv.slot = calloc(lv.cap, sizeof(*lv.slot));
-    size_t ntens = 0;
-    if (!ord || !freed_by || !alloc_of || !pos_of || !wh || !tens || !live_dev || !ws_cur || !lv.slot ||
-        !by_name)
-        goto oom;
-    for (int k = 0; k < p->n_ops; k++)
-        by_name[k] = k;
-    sort_prof = p;
-    sort_n(by_name, (size_t)p->n_ops, sizeof(*by_name), cmp_op_name);
-    sort_prof = NULL;
-    for (size_t i = 0; i < n; i++)
-        ord[i] = &t->mems[i];
-    sort_n(ord, n, sizeof(*ord), cmp_mem_time);
-    for (size_t i = 0; i < n; i++) {
-        freed_by[i] = -1;
-        alloc_of[i] = -1;
-        pos_of[ord[i] - t->mems] = i;
-        wh[i] = locate(c, ord[i]->corr, ord[i]->t);
-    }
+/* The device-memory events in time order, with what the walks learn of each. */
+struct mem_walk {
+    size_t n;
+    const struct trace_mem **ord;
+    long *freed_by;  /* by position in ord */
+    long *alloc_of;  /* release -> its allocation */
+    size_t *pos_of;  /* mems index -> position in ord */
+    struct where *wh;
+};
 
-    /* Walk in time order: pair each release with the live allocation at its address (a later
-     * allocation at the same address is a new tensor), track per-device live bytes and the
-     * transient bytes of each op-level range. */
-    for (size_t i = 0; i < n; i++) {
-        const struct trace_mem *e = ord[i];
+/* Walk in time order: pair each release with the live allocation at its address (a later
+ * allocation at the same address is a new tensor), track per-device live bytes (live_dev,
+ * peaks into sum's devices, added as they appear). */
+static void pair_releases(const struct mpress_trace *t, struct mpress_trace_summary *sum,
+                          struct mem_walk *w, struct live *lv, uint64_t *live_dev)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        const struct trace_mem *e = w->ord[i];
         struct mpress_trace_device *dv = NULL;
         for (int d = 0; d < sum->n_devices; d++)
             if (sum->devices[d].id == e->dev)
@@ -931,12 +937,12 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
             dv->id = e->dev;
         }
         uint64_t *live = dv ? &live_dev[dv - sum->devices] : NULL;
-        size_t *s = live_slot(&lv, (const struct trace_mem *)t->mems, e->dev, e->addr);
+        size_t *s = live_slot(lv, (const struct trace_mem *)t->mems, e->dev, e->addr);
         if (e->is_alloc) {
             sum->n_allocs++;
             if (*s) /* the old one's release was not traced: forget it */
-                live_remove(&lv, t->mems, s);
-            s = live_slot(&lv, t->mems, e->dev, e->addr);
+                live_remove(lv, t->mems, s);
+            s = live_slot(lv, t->mems, e->dev, e->addr);
             *s = (size_t)(e - t->mems) + 1;
             if (live) {
                 *live += e->bytes;
@@ -950,43 +956,57 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
                 continue;
             }
             const struct trace_mem *a = &t->mems[*s - 1];
-            live_remove(&lv, t->mems, s);
+            live_remove(lv, t->mems, s);
             if (live)
                 *live -= a->bytes;
-            freed_by[pos_of[a - t->mems]] = (long)i;
-            alloc_of[i] = (long)pos_of[a - t->mems];
+            w->freed_by[w->pos_of[a - t->mems]] = (long)i;
+            w->alloc_of[i] = (long)w->pos_of[a - t->mems];
         }
     }
+}
 
-    /* Workspace: bytes allocated and released inside the same op-level range, at their peak.
-     * A second walk in time order so that the running sums see releases in place. */
-    for (size_t i = 0; i < n; i++) {
-        long ai = ord[i]->is_alloc ? (long)i : alloc_of[i];
-        long fi = ord[i]->is_alloc ? freed_by[i] : (long)i;
+/* Workspace: bytes allocated and released inside the same op-level range, at their peak.
+ * A second walk in time order so that the running sums (ws_cur, per range) see releases in
+ * place. */
+static void workspaces(const struct ctx *c, struct mpress_profile *p, const struct mem_walk *w,
+                       uint64_t *ws_cur)
+{
+    const struct where *wh = w->wh;
+    for (size_t i = 0; i < w->n; i++) {
+        long ai = w->ord[i]->is_alloc ? (long)i : w->alloc_of[i];
+        long fi = w->ord[i]->is_alloc ? w->freed_by[i] : (long)i;
         if (ai < 0)
             continue;
         if (fi < 0 || wh[ai].L < 0 || wh[ai].L != wh[fi].L || wh[ai].op < 0 ||
             wh[ai].step < c->first_used)
             continue;
         long L = wh[ai].L;
-        if (ord[i]->is_alloc) {
-            ws_cur[L] += ord[ai]->bytes;
+        if (w->ord[i]->is_alloc) {
+            ws_cur[L] += w->ord[ai]->bytes;
             struct mpress_op *op = &p->ops[wh[ai].op];
             if (ws_cur[L] > op->workspace_bytes)
                 op->workspace_bytes = ws_cur[L];
         } else {
-            ws_cur[L] -= ord[ai]->bytes;
+            ws_cur[L] -= w->ord[ai]->bytes;
         }
     }
+}
 
-    /* Classify each allocation by where it was made and where it was released. */
-    for (size_t i = 0; i < n; i++) {
-        if (!ord[i]->is_alloc)
+/* Classify each allocation by where it was made and where it was released: a saved tensor
+ * of the reference step (into tens), an op's parameters or gradients, a param:/optim:
+ * range's model state (the op found by name in by_name), or unattributed persistent bytes. */
+static size_t classify_allocations(const struct ctx *c, struct mpress_profile *p,
+                                   struct mpress_trace_summary *sum, const struct mem_walk *w,
+                                   const int *by_name, int ref_step, struct tensor_acc *tens)
+{
+    size_t ntens = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        if (!w->ord[i]->is_alloc)
             continue;
-        const struct trace_mem *a = ord[i];
-        const struct where *wa = &wh[i];
-        const struct where *wf = freed_by[i] >= 0 ? &wh[freed_by[i]] : NULL;
-        uint64_t ft = wf ? ord[freed_by[i]]->t : UINT64_MAX;
+        const struct trace_mem *a = w->ord[i];
+        const struct where *wa = &w->wh[i];
+        const struct where *wf = w->freed_by[i] >= 0 ? &w->wh[w->freed_by[i]] : NULL;
+        uint64_t ft = wf ? w->ord[w->freed_by[i]]->t : UINT64_MAX;
         uint64_t horizon = c->has_steps && wa->step >= 0 ? c->steps[wa->step].end
                            : c->has_steps ? next_step_start(c->steps, c->n_steps, a->t)
                                           : UINT64_MAX;
@@ -1020,19 +1040,29 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
         if (persistent)
             sum->unattributed_persistent_bytes += a->bytes;
     }
+    return ntens;
+}
 
-    /* Output: in the reference step, the last allocation of an op's forward range still live
-     * when the range ends: what the next op reads. */
-    for (size_t i = 0; i < n; i++) {
-        if (!ord[i]->is_alloc || wh[i].op < 0 || wh[i].dir != 0 || wh[i].step != ref_step)
+/* Output: in the reference step, the last allocation of an op's forward range still live
+ * when the range ends: what the next op reads. */
+static void op_outputs(const struct mpress_trace *t, struct mpress_profile *p,
+                       const struct mem_walk *w, int ref_step)
+{
+    const struct where *wh = w->wh;
+    for (size_t i = 0; i < w->n; i++) {
+        if (!w->ord[i]->is_alloc || wh[i].op < 0 || wh[i].dir != 0 || wh[i].step != ref_step)
             continue;
         uint64_t range_end = t->ranges[wh[i].L].end;
-        uint64_t ft = freed_by[i] >= 0 ? ord[freed_by[i]]->t : UINT64_MAX;
+        uint64_t ft = w->freed_by[i] >= 0 ? w->ord[w->freed_by[i]]->t : UINT64_MAX;
         if (ft > range_end)
-            p->ops[wh[i].op].output_bytes = ord[i]->bytes; /* later ones overwrite */
+            p->ops[wh[i].op].output_bytes = w->ord[i]->bytes; /* later ones overwrite */
     }
+}
 
-    /* Saved tensors, per op in allocation order. */
+/* Saved tensors, per op in allocation order (tens sorted here). */
+static int saved_tensors(struct mpress_profile *p, struct tensor_acc *tens, size_t ntens,
+                         struct mpress_error *err)
+{
     sort_n(tens, ntens, sizeof(*tens), cmp_tensor);
     for (size_t i = 0; i < ntens;) {
         size_t j = i;
@@ -1041,7 +1071,7 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
         struct mpress_op *op = &p->ops[tens[i].op];
         op->tensors = calloc(j - i, sizeof(*op->tensors));
         if (!op->tensors)
-            goto oom;
+            return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         op->n_tensors = (int)(j - i);
         for (size_t k = i; k < j; k++) {
             struct mpress_saved_tensor *st = &op->tensors[k - i];
@@ -1053,6 +1083,58 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
         }
         i = j;
     }
+    return 0;
+}
+
+/* Device memory: peaks per device, saved tensors, model states, workspaces and outputs. */
+static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_trace_summary *sum,
+                       int ref_step, struct mpress_error *err)
+{
+    const struct mpress_trace *t = c->t;
+    size_t n = t->n_mems;
+    int rc = MPRESS_ESYSTEM;
+    struct mem_walk w = {.n = n};
+    w.ord = malloc((n + 1) * sizeof(*w.ord));
+    w.freed_by = malloc((n + 1) * sizeof(*w.freed_by));
+    w.alloc_of = malloc((n + 1) * sizeof(*w.alloc_of));
+    w.pos_of = malloc((n + 1) * sizeof(*w.pos_of));
+    w.wh = malloc((n + 1) * sizeof(*w.wh));
+    struct tensor_acc *tens = malloc((n + 1) * sizeof(*tens));
+    uint64_t *live_dev = calloc(MPRESS_TRACE_MAX_DEVICES, sizeof(*live_dev));
+    uint64_t *ws_cur = calloc(t->n_ranges + 1, sizeof(*ws_cur));
+    int *by_name = malloc(((size_t)p->n_ops + 1) * sizeof(*by_name));
+    struct live lv = {0};
+    lv.cap = 64;
+    while (lv.cap < 2 * n + 2)
+        lv.cap *= 2;
+    lv.slot = calloc(lv.cap, sizeof(*lv.slot));
+    if (!w.ord || !w.freed_by || !w.alloc_of || !w.pos_of || !w.wh || !tens || !live_dev ||
+        !ws_cur || !lv.slot || !by_name) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < p->n_ops; k++)
+        by_name[k] = k;
+    sort_prof = p;
+    sort_n(by_name, (size_t)p->n_ops, sizeof(*by_name), cmp_op_name);
+    sort_prof = NULL;
+    for (size_t i = 0; i < n; i++)
+        w.ord[i] = &t->mems[i];
+    sort_n(w.ord, n, sizeof(*w.ord), cmp_mem_time);
+    for (size_t i = 0; i < n; i++) {
+        w.freed_by[i] = -1;
+        w.alloc_of[i] = -1;
+        w.pos_of[w.ord[i] - t->mems] = i;
+        w.wh[i] = locate(c, w.ord[i]->corr, w.ord[i]->t);
+    }
+
+    pair_releases(t, sum, &w, &lv, live_dev);
+    workspaces(c, p, &w, ws_cur);
+    size_t ntens = classify_allocations(c, p, sum, &w, by_name, ref_step, tens);
+    op_outputs(t, p, &w, ref_step);
+    rc = saved_tensors(p, tens, ntens, err);
+    if (rc)
+        goto done;
     /* devices in ordinal order, whatever order the trace named them in */
     for (int i = 1; i < sum->n_devices; i++)
         for (int j = i; j > 0 && sum->devices[j - 1].id > sum->devices[j].id; j--) {
@@ -1061,15 +1143,12 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
             sum->devices[j - 1] = d;
         }
     rc = 0;
-    goto done;
-oom:
-    rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
 done:
-    free(ord);
-    free(freed_by);
-    free(alloc_of);
-    free(pos_of);
-    free(wh);
+    free(w.ord);
+    free(w.freed_by);
+    free(w.alloc_of);
+    free(w.pos_of);
+    free(w.wh);
     free(tens);
     free(live_dev);
     free(ws_cur);

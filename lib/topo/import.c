@@ -121,18 +121,13 @@ static int too_many_links(const char *file, const struct mpress_gpu_spec *given,
                            given ? ": give the --gpu the server has" : "");
 }
 
-static int finish(const char *file, const char *kind, const struct topo_raw *raw,
-                  const struct mpress_gpu_spec *given, struct mpress_topology *out, char *notes,
-                  size_t notes_size, struct mpress_error *err)
+/* The GPU model into *spec_out: as given, from the dump's PCI device id, or guessed from the
+ * NVLinks (uniform: the link count every pair shares); said in notes. */
+static int choose_spec(const char *file, const struct topo_raw *raw,
+                       const struct mpress_gpu_spec *given, int uniform,
+                       const struct mpress_gpu_spec **spec_out, char *notes, size_t notes_size,
+                       struct mpress_error *err)
 {
-    int n = raw->n_gpus;
-    /* uniform: the link count every pair shares, 0 when pairs differ. */
-    int uniform = n >= 2 ? raw->links[0][1] : 0;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++)
-            if (i != j && raw->links[i][j] != uniform)
-                uniform = 0;
-
     const struct mpress_gpu_spec *spec = given;
     char why[160] = "";
     if (spec) {
@@ -153,31 +148,19 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
                   "records the assumption; give --gpu TYPE to choose another\n", spec->model,
                   why);
     }
+    *spec_out = spec;
+    return 0;
+}
 
-    struct mpress_topology ref;
-    int by_gen;
-    if (reference_server(spec, &ref, &by_gen) != 0)
-        return mpress_error_set(err, MPRESS_ESYSTEM, "no built-in server has %s GPUs or "
-                                "their PCIe generation", spec->model);
-    if (by_gen)
-        topo_note(notes, notes_size, "no built-in server has %s GPUs: what the dump lacks of "
-                  "the host is taken from '%s', a PCIe Gen%d server (edit the file where the "
-                  "machine has less host memory or a slower CPU)\n", spec->model, ref.name,
-                  spec->pcie_gen);
-
-    memset(out, 0, sizeof(*out));
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
-    snprintf(out->name, sizeof(out->name), "%.63s", base);
-    snprintf(out->description, sizeof(out->description), "%d GPUs imported from the %s dump "
-             "'%.100s'%s%s%s", n, kind, base, given || raw->spec ? "" : MPRESS_TOPOLOGY_ASSUMED,
-             given || raw->spec ? "" : spec->model,
-             given || raw->spec ? "" : " (the dump does not name it)");
-    out->n_gpus = n;
-    for (int i = 0; i < n; i++)
-        topo_gpu_fill(&out->gpus[i], spec);
-    out->nvlink_bytes_per_s = spec->nvlink_bytes_per_s;
-
+/* The fabric and NVLink matrix: an NVSwitch when the dump shows switch ports or every pair
+ * has the same count, more than a GPU's ports could give them all directly; else the dump's
+ * point-to-point links. Each within the GPU model's ports. */
+static int fill_nvlinks(const char *file, const struct topo_raw *raw,
+                        const struct mpress_gpu_spec *given, const struct mpress_gpu_spec *spec,
+                        int uniform, struct mpress_topology *out, char *notes, size_t notes_size,
+                        struct mpress_error *err)
+{
+    int n = raw->n_gpus;
     if (raw->nvswitch_ports > 0 ||
         (uniform > 0 && n >= 3 && uniform * (n - 1) > spec->nvlink_ports)) {
         /* Every pair at the same count, more than a GPU's ports could give them all directly:
@@ -205,20 +188,15 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
                 return too_many_links(file, given, spec, i, sum, err);
         }
     }
-    if (spec->nvlink_ports > 0)
-        topo_note(notes, notes_size, "NVLink bandwidth %.4g GB/s per link per direction from "
-                  "the GPU table\n", spec->nvlink_bytes_per_s / 1e9);
-    else
-        topo_note(notes, notes_size, "a %s has no NVLink: GPUs exchange data over PCIe\n",
-                  spec->model);
+    return 0;
+}
 
-    out->pcie_bytes_per_s = raw->pcie_bytes_per_s;
-    if (out->pcie_bytes_per_s <= 0) {
-        out->pcie_bytes_per_s = ref.pcie_bytes_per_s;
-        topo_note(notes, notes_size, "PCIe bandwidth not in the dump: %.1f GB/s per direction "
-                  "as on '%s'\n", ref.pcie_bytes_per_s / 1e9, ref.name);
-    }
-
+/* The GPUs' sockets and PCIe switches, and the switches' uplinks (ref's where the dump has
+ * none). */
+static void place_gpus(const struct topo_raw *raw, const struct mpress_topology *ref,
+                       struct mpress_topology *out, char *notes, size_t notes_size)
+{
+    int n = raw->n_gpus;
     /* Sockets numbered in ascending order of the dump's ids (NUMA ids in XML); switches in
      * order of first use by GPU 0, 1, ...; a GPU whose switch the dump does not show gets one
      * of its own (its uplink is then its own link). */
@@ -248,7 +226,7 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
             out->switches[sw].socket = so;
             double up = raw->switch_known[i] ? raw->uplink_of[i] : out->pcie_bytes_per_s;
             if (up <= 0) {
-                up = ref.switches[0].uplink_bytes_per_s;
+                up = ref->switches[0].uplink_bytes_per_s;
                 uplink_missing = 1;
             }
             out->switches[sw].uplink_bytes_per_s = up;
@@ -268,7 +246,71 @@ static int finish(const char *file, const char *kind, const struct topo_raw *raw
     }
     if (uplink_missing)
         topo_note(notes, notes_size, "PCIe switch uplink bandwidth not in the dump: %.1f GB/s "
-                  "as on '%s'\n", ref.switches[0].uplink_bytes_per_s / 1e9, ref.name);
+                  "as on '%s'\n", ref->switches[0].uplink_bytes_per_s / 1e9, ref->name);
+}
+
+/* A topology from what the dump showed (raw): the GPU model, the host figures of the nearest
+ * built-in server (ref), the fabric and links, the sockets and switches; every assumption in
+ * notes. */
+static int finish(const char *file, const char *kind, const struct topo_raw *raw,
+                  const struct mpress_gpu_spec *given, struct mpress_topology *out, char *notes,
+                  size_t notes_size, struct mpress_error *err)
+{
+    int n = raw->n_gpus;
+    /* uniform: the link count every pair shares, 0 when pairs differ. */
+    int uniform = n >= 2 ? raw->links[0][1] : 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (i != j && raw->links[i][j] != uniform)
+                uniform = 0;
+
+    const struct mpress_gpu_spec *spec = NULL;
+    int rc = choose_spec(file, raw, given, uniform, &spec, notes, notes_size, err);
+    if (rc)
+        return rc;
+
+    struct mpress_topology ref;
+    int by_gen;
+    if (reference_server(spec, &ref, &by_gen) != 0)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "no built-in server has %s GPUs or "
+                                "their PCIe generation", spec->model);
+    if (by_gen)
+        topo_note(notes, notes_size, "no built-in server has %s GPUs: what the dump lacks of "
+                  "the host is taken from '%s', a PCIe Gen%d server (edit the file where the "
+                  "machine has less host memory or a slower CPU)\n", spec->model, ref.name,
+                  spec->pcie_gen);
+
+    memset(out, 0, sizeof(*out));
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    snprintf(out->name, sizeof(out->name), "%.63s", base);
+    snprintf(out->description, sizeof(out->description), "%d GPUs imported from the %s dump "
+             "'%.100s'%s%s%s", n, kind, base, given || raw->spec ? "" : MPRESS_TOPOLOGY_ASSUMED,
+             given || raw->spec ? "" : spec->model,
+             given || raw->spec ? "" : " (the dump does not name it)");
+    out->n_gpus = n;
+    for (int i = 0; i < n; i++)
+        topo_gpu_fill(&out->gpus[i], spec);
+    out->nvlink_bytes_per_s = spec->nvlink_bytes_per_s;
+
+    rc = fill_nvlinks(file, raw, given, spec, uniform, out, notes, notes_size, err);
+    if (rc)
+        return rc;
+    if (spec->nvlink_ports > 0)
+        topo_note(notes, notes_size, "NVLink bandwidth %.4g GB/s per link per direction from "
+                  "the GPU table\n", spec->nvlink_bytes_per_s / 1e9);
+    else
+        topo_note(notes, notes_size, "a %s has no NVLink: GPUs exchange data over PCIe\n",
+                  spec->model);
+
+    out->pcie_bytes_per_s = raw->pcie_bytes_per_s;
+    if (out->pcie_bytes_per_s <= 0) {
+        out->pcie_bytes_per_s = ref.pcie_bytes_per_s;
+        topo_note(notes, notes_size, "PCIe bandwidth not in the dump: %.1f GB/s per direction "
+                  "as on '%s'\n", ref.pcie_bytes_per_s / 1e9, ref.name);
+    }
+
+    place_gpus(raw, &ref, out, notes, notes_size);
 
     out->socket_link_bytes_per_s = ref.socket_link_bytes_per_s;
     out->host_memory_bytes = ref.host_memory_bytes;

@@ -121,6 +121,8 @@ struct smi {
     int links[MAX_DEVS][MAX_DEVS];
     char affinity[MPRESS_MAX_GPUS][TOKEN_LEN];
     char numa[MPRESS_MAX_GPUS][TOKEN_LEN];
+    int header_line;                /* line number of the header */
+    int col_cpu, col_numa, n_extra; /* extra columns after the devices (-1: absent) */
 };
 
 static int bad(struct mpress_error *err, const char *file, int line, int col, const char *fmt,
@@ -141,18 +143,12 @@ static int bad(struct mpress_error *err, const char *file, int line, int col, co
     return mpress_error_at(err, MPRESS_EINPUT, file, line, col, NULL, "%s", text);
 }
 
-int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, char *notes,
-                   size_t notes_size, struct mpress_error *err)
+/* The header: the first line that starts with GPU0, tokenized into tok (*nt tokens); *line
+ * and *lineno at it. */
+static int find_header(const char *file, const char *text, struct token *tok,
+                       const char **line_out, int *lineno_out, int *nt_out,
+                       struct mpress_error *err)
 {
-    struct smi *m = calloc(1, sizeof(*m));
-    struct token *tok = calloc(MAX_TOKENS, sizeof(*tok));
-    int rc = MPRESS_EINPUT;
-    if (!m || !tok) {
-        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-        goto done;
-    }
-
-    /* The header: the first line that starts with GPU0. */
     const char *line = text;
     int lineno = 1, nt = 0;
     for (; *line; lineno++) {
@@ -162,40 +158,41 @@ int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, cha
         const char *nl = strchr(line, '\n');
         line = nl ? nl + 1 : line + strlen(line);
     }
-    if (!*line) {
-        rc = mpress_error_at(err, MPRESS_EINPUT, file, 1, 1, NULL,
-                             "not a topology dump: no `nvidia-smi topo -m` header line "
-                             "(GPU0 GPU1 ...) and not an NCCL topology XML");
-        goto done;
-    }
-    if (nt < 0) {
-        rc = mpress_error_at(err, MPRESS_EINPUT, file, lineno, 1, NULL,
-                             "header names more than %d devices", MAX_DEVS);
-        goto done;
-    }
-    int header_line = lineno;
+    if (!*line)
+        return mpress_error_at(err, MPRESS_EINPUT, file, 1, 1, NULL,
+                               "not a topology dump: no `nvidia-smi topo -m` header line "
+                               "(GPU0 GPU1 ...) and not an NCCL topology XML");
+    if (nt < 0)
+        return mpress_error_at(err, MPRESS_EINPUT, file, lineno, 1, NULL,
+                               "header names more than %d devices", MAX_DEVS);
+    *line_out = line;
+    *lineno_out = lineno;
+    *nt_out = nt;
+    return 0;
+}
+
+/* The header's columns (tokens tok[0..nt-1] of line lineno): the devices, GPUs numbered
+ * from 0, then the affinity columns. */
+static int read_header(const char *file, const struct token *tok, int nt, int lineno,
+                       struct smi *m, struct mpress_error *err)
+{
+    m->header_line = lineno;
     int t = 0;
     while (t < nt && strcmp(tok[t].s, "CPU") != 0 && strcmp(tok[t].s, "NUMA") != 0 &&
            !(strcmp(tok[t].s, "GPU") == 0 && t + 1 < nt && strcmp(tok[t + 1].s, "NUMA") == 0)) {
-        if (m->n_dev == MAX_DEVS) {
-            rc = mpress_error_at(err, MPRESS_EINPUT, file, lineno, tok[t].col, NULL,
-                                 "header names more than %d devices", MAX_DEVS);
-            goto done;
-        }
+        if (m->n_dev == MAX_DEVS)
+            return mpress_error_at(err, MPRESS_EINPUT, file, lineno, tok[t].col, NULL,
+                                   "header names more than %d devices", MAX_DEVS);
         snprintf(m->dev[m->n_dev], TOKEN_LEN, "%s", tok[t].s);
         char *end;
         if (strncmp(tok[t].s, "GPU", 3) == 0 && isdigit((unsigned char)tok[t].s[3])) {
             long g = strtol(tok[t].s + 3, &end, 10);
-            if (*end || g != m->n_gpus) {
-                rc = bad(err, file, lineno, tok[t].col, "expected column 'GPU%d', found '%s'",
-                         m->n_gpus, tok[t].s);
-                goto done;
-            }
-            if (m->n_gpus == MPRESS_MAX_GPUS) {
-                rc = mpress_error_at(err, MPRESS_EINPUT, file, lineno, tok[t].col, NULL,
-                                     "more than %d GPUs", MPRESS_MAX_GPUS);
-                goto done;
-            }
+            if (*end || g != m->n_gpus)
+                return bad(err, file, lineno, tok[t].col, "expected column 'GPU%d', found '%s'",
+                           m->n_gpus, tok[t].s);
+            if (m->n_gpus == MPRESS_MAX_GPUS)
+                return mpress_error_at(err, MPRESS_EINPUT, file, lineno, tok[t].col, NULL,
+                                       "more than %d GPUs", MPRESS_MAX_GPUS);
             m->gpu_of_dev[m->n_dev] = m->n_gpus++;
         } else {
             m->gpu_of_dev[m->n_dev] = -1;
@@ -204,89 +201,86 @@ int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, cha
         t++;
     }
     /* Columns after the devices, in the order the driver prints them. */
-    int col_cpu = -1, col_numa = -1, n_extra = 0;
+    m->col_cpu = -1, m->col_numa = -1, m->n_extra = 0;
     while (t < nt) {
         if (t + 1 < nt && strcmp(tok[t].s, "CPU") == 0 && strcmp(tok[t + 1].s, "Affinity") == 0) {
-            col_cpu = n_extra++;
+            m->col_cpu = m->n_extra++;
             t += 2;
         } else if (t + 1 < nt && strcmp(tok[t].s, "NUMA") == 0 &&
                    strcmp(tok[t + 1].s, "Affinity") == 0) {
-            col_numa = n_extra++;
+            m->col_numa = m->n_extra++;
             t += 2;
         } else if (t + 2 < nt && strcmp(tok[t].s, "GPU") == 0 &&
                    strcmp(tok[t + 1].s, "NUMA") == 0 && strcmp(tok[t + 2].s, "ID") == 0) {
-            n_extra++;
+            m->n_extra++;
             t += 3;
         } else {
-            rc = bad(err, file, lineno, tok[t].col, "unknown header column '%s'", tok[t].s);
-            goto done;
+            return bad(err, file, lineno, tok[t].col, "unknown header column '%s'", tok[t].s);
         }
     }
+    return 0;
+}
 
-    /* One row per device, in the header's order. */
+/* One row per device, in the header's order, after the header at line: each entry known,
+ * X only on the diagonal, NV# only between GPUs, and the matrix symmetric. */
+static int read_rows(const char *file, const char *line, int lineno, struct token *tok,
+                     struct smi *m, struct mpress_error *err)
+{
     for (int r = 0; r < m->n_dev; r++) {
         const char *nl = strchr(line, '\n');
         line = nl ? nl + 1 : line + strlen(line);
         lineno++;
-        nt = *line ? tokenize(line, tok, MAX_TOKENS) : 0;
-        if (nt <= 0 || strcmp(tok[0].s, "Legend:") == 0) {
-            rc = bad(err, file, lineno, 1, "the matrix ends after %d of %d rows: expected row "
-                     "'%s'", r, m->n_dev, m->dev[r]);
-            goto done;
-        }
-        if (strcmp(tok[0].s, m->dev[r]) != 0) {
-            rc = bad(err, file, lineno, tok[0].col, "expected row '%s', found '%s'", m->dev[r],
-                     tok[0].s);
-            goto done;
-        }
+        int nt = *line ? tokenize(line, tok, MAX_TOKENS) : 0;
+        if (nt <= 0 || strcmp(tok[0].s, "Legend:") == 0)
+            return bad(err, file, lineno, 1, "the matrix ends after %d of %d rows: expected row "
+                       "'%s'", r, m->n_dev, m->dev[r]);
+        if (strcmp(tok[0].s, m->dev[r]) != 0)
+            return bad(err, file, lineno, tok[0].col, "expected row '%s', found '%s'", m->dev[r],
+                       tok[0].s);
         int g = m->gpu_of_dev[r];
-        int want = 1 + m->n_dev + (g >= 0 ? n_extra : 0);
+        int want = 1 + m->n_dev + (g >= 0 ? m->n_extra : 0);
         /* NIC rows carry no affinity columns; tolerate them either way. */
-        if (nt != want && !(g < 0 && nt == 1 + m->n_dev + n_extra)) {
-            rc = bad(err, file, lineno, tok[nt > want ? want : 0].col,
-                     "row '%s' has %d entries where the header (line %d) gives %d", m->dev[r],
-                     nt - 1, header_line, want - 1);
-            goto done;
-        }
+        if (nt != want && !(g < 0 && nt == 1 + m->n_dev + m->n_extra))
+            return bad(err, file, lineno, tok[nt > want ? want : 0].col,
+                       "row '%s' has %d entries where the header (line %d) gives %d", m->dev[r],
+                       nt - 1, m->header_line, want - 1);
         for (int c = 0; c < m->n_dev; c++) {
             const struct token *k = &tok[1 + c];
-            if (parse_rel(k->s, &m->rel[r][c], &m->links[r][c]) != 0) {
-                rc = bad(err, file, lineno, k->col,
-                         "unknown entry '%s' (expected X, NV#, PIX, PXB, PHB, NODE or SYS)",
-                         k->s);
-                goto done;
-            }
-            if ((m->rel[r][c] == REL_SELF) != (r == c)) {
-                rc = bad(err, file, lineno, k->col, "entry '%s' for %s", k->s,
-                         r == c ? "a device and itself (expected X)"
-                                : "two different devices (X means the same one)");
-                goto done;
-            }
-            if (m->rel[r][c] == REL_NV && (g < 0 || m->gpu_of_dev[c] < 0)) {
-                rc = bad(err, file, lineno, k->col, "NVLink entry '%s' between %s", k->s,
-                         "a GPU and a device that is not a GPU");
-                goto done;
-            }
+            if (parse_rel(k->s, &m->rel[r][c], &m->links[r][c]) != 0)
+                return bad(err, file, lineno, k->col,
+                           "unknown entry '%s' (expected X, NV#, PIX, PXB, PHB, NODE or SYS)",
+                           k->s);
+            if ((m->rel[r][c] == REL_SELF) != (r == c))
+                return bad(err, file, lineno, k->col, "entry '%s' for %s", k->s,
+                           r == c ? "a device and itself (expected X)"
+                                  : "two different devices (X means the same one)");
+            if (m->rel[r][c] == REL_NV && (g < 0 || m->gpu_of_dev[c] < 0))
+                return bad(err, file, lineno, k->col, "NVLink entry '%s' between %s", k->s,
+                           "a GPU and a device that is not a GPU");
             /* Symmetric: the row of the other device, already read, must agree. */
             if (c < r && (m->rel[r][c] != m->rel[c][r] || m->links[r][c] != m->links[c][r])) {
                 char other[16];
-                rc = bad(err, file, lineno, k->col,
-                         "entry '%s' disagrees with row '%s', which has '%s' for '%s'", k->s,
-                         m->dev[c], rel_name(m->rel[c][r], m->links[c][r], other, sizeof(other)),
-                         m->dev[r]);
-                goto done;
+                return bad(err, file, lineno, k->col,
+                           "entry '%s' disagrees with row '%s', which has '%s' for '%s'", k->s,
+                           m->dev[c], rel_name(m->rel[c][r], m->links[c][r], other, sizeof(other)),
+                           m->dev[r]);
             }
         }
-        if (g >= 0 && col_cpu >= 0)
-            snprintf(m->affinity[g], TOKEN_LEN, "%s", tok[1 + m->n_dev + col_cpu].s);
-        if (g >= 0 && col_numa >= 0)
-            snprintf(m->numa[g], TOKEN_LEN, "%s", tok[1 + m->n_dev + col_numa].s);
+        if (g >= 0 && m->col_cpu >= 0)
+            snprintf(m->affinity[g], TOKEN_LEN, "%s", tok[1 + m->n_dev + m->col_cpu].s);
+        if (g >= 0 && m->col_numa >= 0)
+            snprintf(m->numa[g], TOKEN_LEN, "%s", tok[1 + m->n_dev + m->col_numa].s);
     }
-    if (m->n_gpus == 0) {
-        rc = mpress_error_at(err, MPRESS_EINPUT, file, header_line, 1, NULL, "no GPU columns");
-        goto done;
-    }
+    if (m->n_gpus == 0)
+        return mpress_error_at(err, MPRESS_EINPUT, file, m->header_line, 1, NULL,
+                               "no GPU columns");
+    return 0;
+}
 
+/* What the matrix says of the GPUs: their links, PCIe switches (union of PIX/PXB
+ * relations), sockets and which switches the NVLink entries hide. */
+static void fill_raw(const struct smi *m, struct topo_raw *raw, char *notes, size_t notes_size)
+{
     /* Links between GPUs. */
     raw->n_gpus = m->n_gpus;
     int gdev[MPRESS_MAX_GPUS];
@@ -309,7 +303,7 @@ int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, cha
 
     /* Sockets: one per distinct CPU affinity, else NUMA affinity, else what the PCIe
      * relations short of SYS connect. */
-    int use_aff = col_cpu >= 0, use_numa = col_numa >= 0;
+    int use_aff = m->col_cpu >= 0, use_numa = m->col_numa >= 0;
     for (int i = 0; i < m->n_gpus; i++) {
         if (strcmp(m->affinity[i], "N/A") == 0 || !m->affinity[i][0])
             use_aff = 0;
@@ -361,7 +355,27 @@ int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, cha
     }
     raw->spec = NULL;
     raw->pcie_bytes_per_s = 0;
-    rc = MPRESS_OK;
+}
+
+int topo_parse_smi(const char *file, const char *text, struct topo_raw *raw, char *notes,
+                   size_t notes_size, struct mpress_error *err)
+{
+    struct smi *m = calloc(1, sizeof(*m));
+    struct token *tok = calloc(MAX_TOKENS, sizeof(*tok));
+    int rc = MPRESS_EINPUT;
+    if (!m || !tok) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
+    }
+    const char *line = text;
+    int lineno = 1, nt = 0;
+    rc = find_header(file, text, tok, &line, &lineno, &nt, err);
+    if (!rc)
+        rc = read_header(file, tok, nt, lineno, m, err);
+    if (!rc)
+        rc = read_rows(file, line, lineno, tok, m, err);
+    if (!rc)
+        fill_raw(m, raw, notes, notes_size);
 done:
     free(m);
     free(tok);
