@@ -332,6 +332,7 @@ struct scan {
     int found_line, found_col;
     size_t best_len;            /* longest matched prefix of target, for the nearest fallback */
     int best_line, best_col;
+    int stop;                   /* nested deeper than the scanner follows: give up */
 };
 
 static void adv(struct scan *sc)
@@ -408,7 +409,9 @@ static int past(const struct scan *sc)
 static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
 {
     skip_ws(sc);
-    if (sc->i >= sc->n || depth > 256 || past(sc))
+    if (depth > 256)
+        sc->stop = 1; /* a value it cannot step over: every loop above would spin on it */
+    if (sc->i >= sc->n || sc->stop || past(sc))
         return 0;
     if (path_match(sc, path, sc->line, sc->col))
         return 1;
@@ -419,7 +422,7 @@ static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
         long idx = 0;
         adv(sc);
         skip_ws(sc);
-        while (sc->i < sc->n && sc->s[sc->i] != close && !past(sc)) {
+        while (sc->i < sc->n && sc->s[sc->i] != close && !past(sc) && !sc->stop) {
             if (c == '{') {
                 char key[256];
                 scan_string(sc, key, sizeof(key));

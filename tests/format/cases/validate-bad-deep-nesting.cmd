@@ -1,0 +1,1 @@
+python3 -c "print('[' * 300 + '1e547')" > deep.json && "$MPRESS" validate deep.json
