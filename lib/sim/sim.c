@@ -74,7 +74,8 @@ static int task_cost(struct mpress_sim *sim, int i, struct mpress_error *err)
         return 0;
     }
     case MPRESS_TASK_OPTIMIZER: {
-        double touched = step_bytes(plan, P->stage);
+        /* a lowering other than the plan's (lower_dp.c) gives the bytes a step touches */
+        double touched = P->bytes > 0 ? (double)P->bytes : step_bytes(plan, P->stage);
         double bw = P->src >= 0 ? tp->gpus[P->src].hbm_bytes_per_s : tp->host_memory_bytes_per_s;
         if (touched > 0 && !(bw > 0)) {
             if (P->src >= 0)
@@ -322,7 +323,7 @@ static int simulate(struct mpress_sim *sim, struct mpress_error *err)
     /* The planner does not charge the tied-weight exchange; the simulator checks the plan's
      * predictions, so it replays the schedule the planner costed (docs/schedule.md). */
     so.tied_exchange = 0;
-    int rc = mpress_sched_create(sim->plan, &so, &sim->sched, err);
+    int rc = sim->sched ? 0 : mpress_sched_create(sim->plan, &so, &sim->sched, err);
     if (rc || (rc = setup_state(sim, err)) || (rc = sim_net_setup(sim, err)) ||
         (rc = setup_tasks(sim, err)))
         return rc;
@@ -353,21 +354,33 @@ static int simulate(struct mpress_sim *sim, struct mpress_error *err)
 int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_options *opt,
                    struct mpress_sim **out, struct mpress_error *err)
 {
+    return mpress_sim_run_sched(plan, NULL, opt, out, err);
+}
+
+int mpress_sim_run_sched(const struct mpress_plan *plan, struct mpress_sched *sched,
+                         const struct mpress_sim_options *opt, struct mpress_sim **out,
+                         struct mpress_error *err)
+{
     *out = NULL;
     struct mpress_sim_options dflt;
     if (!opt) {
         mpress_sim_options_init(&dflt);
         opt = &dflt;
     }
-    if (opt->iterations < 1)
-        return mpress_error_set(err, MPRESS_EUSAGE, "iterations is %d, must be >= 1",
+    if (opt->iterations < 1 || opt->iterations >= MPRESS_SCHED_MAX_TASKS) {
+        /* async adds one iteration: keep it countable */
+        mpress_sched_destroy(sched);
+        return mpress_error_set(err, MPRESS_EUSAGE, opt->iterations < 1
+                                ? "iterations is %d, must be >= 1"
+                                : "iterations is %d, more than the schedule can count",
                                 opt->iterations);
-    if (opt->iterations >= MPRESS_SCHED_MAX_TASKS)  /* async adds one: keep it countable */
-        return mpress_error_set(err, MPRESS_EUSAGE, "iterations is %d, more than the schedule "
-                                "can count", opt->iterations);
+    }
     struct mpress_sim *sim = sim_new(plan, opt);
-    if (!sim)
+    if (!sim) {
+        mpress_sched_destroy(sched);
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    }
+    sim->sched = sched;
     int rc = simulate(sim, err);
     if (rc) {
         mpress_sim_destroy(sim);

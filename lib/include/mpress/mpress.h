@@ -11,6 +11,7 @@
 #include "mpress/planner.h"
 #include "mpress/sim.h"
 #include "mpress/trace.h"
+#include "mpress/compare.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -85,6 +85,12 @@ struct mpress_sim;              /* a finished simulation */
 /* The result borrows plan: keep it alive until mpress_sim_destroy. */
 int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_options *opt,
                    struct mpress_sim **out, struct mpress_error *err);
+/* As mpress_sim_run, replaying sched (NULL: the plan's own schedule) instead of lowering the
+ * plan; the simulation owns sched from the call on, also on failure. sched's iterations must be
+ * opt->iterations (async: one more). The data-parallel comparisons use it (mpress/compare.h). */
+int mpress_sim_run_sched(const struct mpress_plan *plan, struct mpress_sched *sched,
+                         const struct mpress_sim_options *opt, struct mpress_sim **out,
+                         struct mpress_error *err);
 void mpress_sim_destroy(struct mpress_sim *sim);   /* accepts NULL */
 
 const struct mpress_sim_summary *mpress_sim_summary_get(const struct mpress_sim *sim);
