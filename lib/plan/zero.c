@@ -16,14 +16,16 @@
  *
  *   ZeRO-3:    states (P + G + O) / n; gathered 2 max P_u; buckets 2 max G_u
  *              fwd = max(F, AG(sum P_u)), bwd = max(B + R, AG(sum P_u) + RS(sum G_u))
- *              step = T / n / hbm
+ *              step = AG(P_0) + RS(G_0) + T / n / hbm
  *   Offload:   states P + G / n; buckets 2 max G_u; host O + G
  *              fwd = F, bwd = max(B + R, RS(sum G_u))
- *              step = H(G / n) + C(T / n) + H(P / n) + AG(P) + 2 P / n / hbm
+ *              step = RS(G_0) + H(G / n) + C(T / n) + H(P / n) + AG(P) + 2 P / n / hbm
  *   Infinity:  states 0; gathered 2 max P_u; buckets 2 max G_u; host P + G + O
  *              fwd = max(F, H(sum P_u / n), AG(sum P_u))
  *              bwd = max(B + R, H(sum P_u / n), AG(sum P_u) + RS(sum G_u), H(sum G_u / n))
- *              step = C(T / n)
+ *              step = H(P_0 / n) + AG(P_0) + RS(G_0) + H(G_0 / n) + C(T / n)
+ *   (unit 0's gather waits for the previous step and its reduce-scatter follows the last
+ *   backward, so neither overlaps compute: they are charged in the step term)
  *   activations: sum of saved bytes, or with checkpointing the saved bytes outside the layers
  *              + each layer's input (the previous op's output_bytes) + the largest layer's
  *              saved bytes (the one being recomputed)
@@ -237,7 +239,7 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
     ev->samples = (double)n * a * mb;
 
     uint64_t P = 0, G = 0, O = 0, Pu_all = 0, Gu_all = 0, maxPu = 0, maxGu = 0, W = 0;
-    uint64_t A_all = 0, A_keep = 0, A_ckpt = 0, A_maxlayer = 0;
+    uint64_t A_all = 0, A_keep = 0, A_ckpt = 0, A_maxlayer = 0, P0 = 0, G0 = 0;
     double F = 0, B = 0, R = 0;
     for (int first = 0; first < p->n_ops;) {
         int last = mpress_dp_unit_end(p, first);
@@ -258,6 +260,10 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
             fu += op->fwd_s;
             for (int j = 0; j < op->n_tensors; j++)
                 au += op->tensors[j].bytes;
+        }
+        if (first == 0) {
+            P0 = pu;
+            G0 = gu;
         }
         Pu_all += pu;
         Gu_all += gu;
@@ -283,6 +289,10 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
     double hbm = topo->gpus[0].hbm_bytes_per_s;
     double ag = mpress_rings_collective_s(rg, (double)Pu_all);
     double rs = mpress_rings_collective_s(rg, (double)Gu_all);
+    /* the first unit's gather waits for the step before it and the first unit's
+     * reduce-scatter comes after the last backward: neither overlaps compute */
+    double ag0 = mpress_rings_collective_s(rg, (double)P0);
+    double rs0 = mpress_rings_collective_s(rg, (double)G0);
     switch (c->policy) {
     case MPRESS_DP_ZERO3:
         ev->states = ceil_div(P + G + O, n);
@@ -290,7 +300,7 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
         ev->grad_buckets = 2 * maxGu;
         ev->fwd_s = fmax(F, ag);
         ev->bwd_s = fmax(B + R, ag + rs);
-        ev->step_s = hbm > 0 ? T / hbm : INFINITY;
+        ev->step_s = ag0 + rs0 + (hbm > 0 ? T / hbm : INFINITY);
         break;
     case MPRESS_DP_ZERO_OFFLOAD:
         ev->states = P + ceil_div(G, n);
@@ -298,7 +308,8 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
         ev->host_bytes = O + G;
         ev->fwd_s = F;
         ev->bwd_s = fmax(B + R, rs);
-        ev->step_s = pcie_s(topo, (double)G / n) + cpu_s(topo, T) + pcie_s(topo, (double)P / n) +
+        ev->step_s = rs0 + pcie_s(topo, (double)G / n) + cpu_s(topo, T) +
+                     pcie_s(topo, (double)P / n) +
                      mpress_rings_collective_s(rg, (double)P) +
                      (hbm > 0 ? 2.0 * (double)P / n / hbm : INFINITY);
         break;
@@ -309,7 +320,8 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
         ev->fwd_s = fmax(F, fmax(pcie_s(topo, (double)Pu_all / n), ag));
         ev->bwd_s = fmax(fmax(B + R, pcie_s(topo, (double)Pu_all / n)),
                          fmax(ag + rs, pcie_s(topo, (double)Gu_all / n)));
-        ev->step_s = cpu_s(topo, T);
+        ev->step_s = pcie_s(topo, (double)P0 / n) + ag0 + rs0 + pcie_s(topo, (double)G0 / n) +
+                     cpu_s(topo, T);
         break;
     }
     uint64_t need = ev->states + ev->gathered + ev->grad_buckets + ev->activations + W;
