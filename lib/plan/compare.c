@@ -49,20 +49,40 @@ int mpress_recompute_plan(const struct mpress_plan *plan, int selective, struct 
         ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : ac->op;
         ac->prefetch_before_op = plan_prefetch_point(kind, ac->op, last);
     }
-    rc = mpress_plan_evaluate(p, &plan->topology, plan->schedule, plan->micro_batches, &a, ev,
-                              err);
+    if ((rc = mpress_profile_copy(&out->profile, p, err)))
+        goto fail;
+    /* One rerun of an op regenerates every tensor it produces (Megatron reruns the attention
+     * core once for its three s^2 tensors, the layer's forward once under full recompute),
+     * but each saved tensor carries its producer's whole forward as recompute_s, which the
+     * evaluator and the simulator add per tensor. So in these plans only the first
+     * recomputed tensor of each producer keeps it. */
+    char *charged = calloc((size_t)p->n_ops, 1);
+    if (!charged) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto fail;
+    }
+    for (int j = 0; j < a.n_actions; j++) {
+        if (a.actions[j].action != MPRESS_ACTION_RECOMPUTE)
+            continue;
+        struct mpress_saved_tensor *ts = &out->profile.ops[a.actions[j].op]
+                                              .tensors[a.actions[j].tensor];
+        int ro = ts->recompute_op >= 0 && ts->recompute_op < p->n_ops ? ts->recompute_op
+                                                                      : a.actions[j].op;
+        if (charged[ro])
+            ts->recompute_s = 0;
+        charged[ro] = 1;
+    }
+    free(charged);
+    rc = mpress_plan_evaluate(&out->profile, &plan->topology, plan->schedule,
+                              plan->micro_batches, &a, ev, err);
     if (rc)
         goto fail;
     snprintf(out->generator, sizeof(out->generator), "mpress %s", mpress_version());
     snprintf(out->policy, sizeof(out->policy), "%s", selective ? "megatron-sel" : "megatron-full");
-    memcpy(out->profile_hash, plan->profile_hash, sizeof(out->profile_hash));
-    memcpy(out->topology_hash, plan->topology_hash, sizeof(out->topology_hash));
-    if ((rc = mpress_profile_copy(&out->profile, p, err)))
-        goto fail;
     out->topology = plan->topology;
     out->schedule = plan->schedule;
     out->micro_batches = plan->micro_batches;
-    out->prefetch_lookahead = plan_schedule_prefetches(p, &a);
+    out->prefetch_lookahead = plan_schedule_prefetches(&out->profile, &a);
     out->n_stages = a.n_stages;
     out->stages = calloc((size_t)a.n_stages, sizeof(*out->stages));
     out->n_gpus = plan->topology.n_gpus;

@@ -327,6 +327,16 @@ static void test_gpt(void)
     int n0 = plan.n_stages < plan.micro_batches ? plan.n_stages : plan.micro_batches;
     CHECK_INT(plan.gpus[plan.stages[0].gpu].activations - sev.gpus[plan.stages[0].gpu].activations,
               (uint64_t)n0 * (uint64_t)l0 * (uint64_t)(5 * a * s * s * b));
+    /* ... and pays one attention-core forward per layer per micro-batch, not one per tensor */
+    for (int k = 0; k < plan.n_stages; k++) {
+        double want = 0;
+        for (int o2 = plan.stages[k].first_op; o2 <= plan.stages[k].last_op; o2++) {
+            want += p.ops[o2].fwd_s + p.ops[o2].bwd_s;
+            if (strcmp(p.ops[o2].kind, "attn_core") == 0)
+                want += p.ops[o2].fwd_s;
+        }
+        CHECK_NEAR(sev.stage_s[k], want, 1e-12);
+    }
     struct mpress_plan full;
     struct mpress_plan_eval fev;
     CHECK_INT(mpress_recompute_plan(&plan, 0, &full, &fev, &err), 0);

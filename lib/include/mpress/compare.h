@@ -150,7 +150,9 @@ int mpress_zero_best(const struct mpress_profile *p, const struct mpress_topolog
 /* Megatron-style recompute on the partition of plan: selective 1 recomputes the attention
  * core's softmax_out, dropout_mask and dropout_out (Korthikanti et al. 2022), 0 every saved
  * tensor; everything else kept, optimizer states on the GPU. Fills out with the actions, its
- * evaluation and predictions (a plan that may not fit). */
+ * evaluation and predictions (a plan that may not fit). out's embedded profile charges each
+ * producer op's forward once, on its first recomputed tensor (one rerun of an op regenerates
+ * all it produced), where the profile gives every tensor its producer's whole forward. */
 int mpress_recompute_plan(const struct mpress_plan *plan, int selective, struct mpress_plan *out,
                           struct mpress_plan_eval *ev, struct mpress_error *err);
 
