@@ -108,6 +108,53 @@ static json_t *table_json(const struct mpress_plan *plan, const char *topo_arg,
     return root;
 }
 
+/* The JSON file (when asked; '-' is stdout, and then no table) and the table. */
+static int emit(const struct mpress_plan *plan, const char *topo_arg,
+                const struct mpress_compare *t, const char *json_path, struct mpress_error *err)
+{
+    if (json_path) {
+        json_t *j = table_json(plan, topo_arg, t);
+        int rc = j ? mpress_json_write_file(json_path, j, err)
+                   : mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        json_decref(j);
+        if (rc)
+            return rc;
+    }
+    if (!json_path || strcmp(json_path, "-") != 0)
+        print_table(plan, topo_arg, t);
+    return 0;
+}
+
+/* No pipeline plan fits: the ZeRO rows alone, after an mpress row that does not fit. */
+static int zero_only(const struct mpress_profile *p, const struct mpress_topology *topo,
+                     const char *topo_arg, int M, int do_sim, const char *json_path)
+{
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_compare *t = malloc(sizeof(*t)), *z = malloc(sizeof(*t));
+    struct mpress_plan shell;
+    mpress_plan_init(&shell);
+    int rc = !t || !z ? mpress_error_set(&err, MPRESS_ESYSTEM, "out of memory")
+                      : mpress_compare_zero(p, topo, M, do_sim, z, &err);
+    if (!rc) {
+        memset(t, 0, sizeof(*t));
+        struct mpress_compare_row *m = &t->rows[t->n_rows++];
+        snprintf(m->policy, sizeof(m->policy), "mpress");
+        for (int i = 0; i < z->n_rows && t->n_rows < MPRESS_COMPARE_MAX_ROWS; i++)
+            t->rows[t->n_rows++] = z->rows[i];
+        /* the header and JSON read the model, the server and the batch from a plan */
+        shell.profile.model = p->model;
+        snprintf(shell.profile.source, sizeof(shell.profile.source), "%s", p->source);
+        snprintf(shell.profile.device, sizeof(shell.profile.device), "%s", p->device);
+        shell.topology = *topo;
+        shell.micro_batches = M;
+        rc = emit(&shell, topo_arg, t, json_path, &err);
+    }
+    free(t);
+    free(z);
+    return rc ? cli_fail(CMD, "comparison failed", &err) : 0;
+}
+
 enum { OPT_GPUS = 256, OPT_TOPO, OPT_MB, OPT_NL, OPT_PLAN, OPT_NOSIM, OPT_JSON };
 
 int cmd_compare(int argc, char **argv)
@@ -206,10 +253,16 @@ int cmd_compare(int argc, char **argv)
                 return cli_fail(CMD, "cannot build the default profile", &err);
         }
         rc = mpress_plan_create(&prof, &topo, &o, &plan, &err);
+        if (rc == MPRESS_EINFEASIBLE) {
+            /* what fits instead: the ZeRO rows */
+            cli_fail(CMD, "infeasible", &err);
+            rc = zero_only(&prof, &topo, topo_arg, o.micro_batches, do_sim, json_path);
+            mpress_profile_finish(&prof);
+            return rc ? rc : MPRESS_EINFEASIBLE;
+        }
         mpress_profile_finish(&prof);
         if (rc)
-            return cli_fail(CMD, rc == MPRESS_EINFEASIBLE ? "infeasible" : "planning failed",
-                            &err);
+            return cli_fail(CMD, "planning failed", &err);
     }
     struct mpress_compare *t = malloc(sizeof(*t));
     if (!t) {
@@ -223,26 +276,8 @@ int cmd_compare(int argc, char **argv)
         mpress_plan_finish(&plan);
         return cli_fail(CMD, "comparison failed", &err);
     }
-    if (json_path) {
-        json_t *j = table_json(&plan, topo_arg, t);
-        if (strcmp(json_path, "-") == 0) {
-            char *s = mpress_json_dumps(j);
-            if (s)
-                fputs(s, stdout);
-            free(s);
-        } else {
-            rc = mpress_json_write_file(json_path, j, &err);
-        }
-        json_decref(j);
-        if (rc) {
-            free(t);
-            mpress_plan_finish(&plan);
-            return cli_fail(CMD, "cannot write the table", &err);
-        }
-    }
-    if (!json_path || strcmp(json_path, "-") != 0)
-        print_table(&plan, topo_arg, t);
+    rc = emit(&plan, topo_arg, t, json_path, &err);
     free(t);
     mpress_plan_finish(&plan);
-    return 0;
+    return rc ? cli_fail(CMD, "cannot write the table", &err) : 0;
 }

@@ -149,12 +149,13 @@ static int simulate(const struct mpress_plan *plan, struct mpress_sched *sched, 
 #define COMPARE_DP_ITERATIONS 2
 #define COMPARE_PIPE_ITERATIONS 3
 
-static int dp_row(const struct mpress_plan *plan, enum mpress_dp_policy pol, int ck,
-                  int do_sim, struct mpress_compare_row *row, struct mpress_error *err)
+static int dp_row(const struct mpress_profile *p, const struct mpress_topology *topo, int M,
+                  enum mpress_dp_policy pol, int ck, int do_sim, struct mpress_compare_row *row,
+                  struct mpress_error *err)
 {
-    struct mpress_dp_config c = {pol, ck, plan->micro_batches};
+    struct mpress_dp_config c = {pol, ck, M};
     struct mpress_dp_eval ev;
-    int rc = mpress_dp_evaluate(&plan->profile, &plan->topology, &c, &ev, err);
+    int rc = mpress_dp_evaluate(p, topo, &c, &ev, err);
     if (rc)
         return rc;
     snprintf(row->policy, sizeof(row->policy), "%s%s", mpress_dp_policy_name(pol),
@@ -168,7 +169,7 @@ static int dp_row(const struct mpress_plan *plan, enum mpress_dp_policy pol, int
     if (!ev.fits || !do_sim)
         return 0;
     struct mpress_plan dp;
-    if ((rc = mpress_dp_plan(&plan->profile, &plan->topology, &c, &ev, &dp, err)))
+    if ((rc = mpress_dp_plan(p, topo, &c, &ev, &dp, err)))
         return rc;
     struct mpress_sched_options so;
     mpress_sched_options_init(&so);
@@ -197,6 +198,30 @@ static int pipe_row(const struct mpress_plan *plan, const char *name, int fits, 
     return simulate(plan, NULL, COMPARE_PIPE_ITERATIONS, row, err);
 }
 
+static int zero_rows(const struct mpress_profile *p, const struct mpress_topology *topo, int M,
+                     int do_sim, struct mpress_compare *out, struct mpress_error *err)
+{
+    static const enum mpress_dp_policy order[] = {MPRESS_DP_ZERO_OFFLOAD, MPRESS_DP_ZERO3,
+                                                  MPRESS_DP_ZERO_INFINITY};
+    for (int i = 0; i < 3; i++)
+        for (int ck = 0; ck < 2; ck++) {
+            if (out->n_rows == MPRESS_COMPARE_MAX_ROWS)
+                return mpress_error_set(err, MPRESS_ESYSTEM, "too many rows");
+            int rc = dp_row(p, topo, M, order[i], ck, do_sim, &out->rows[out->n_rows++], err);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
+
+int mpress_compare_zero(const struct mpress_profile *p, const struct mpress_topology *topo,
+                        int micro_batches, int do_sim, struct mpress_compare *out,
+                        struct mpress_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    return zero_rows(p, topo, micro_batches, do_sim, out, err);
+}
+
 int mpress_compare_create(const struct mpress_plan *plan, int do_sim, struct mpress_compare *out,
                           struct mpress_error *err)
 {
@@ -204,12 +229,9 @@ int mpress_compare_create(const struct mpress_plan *plan, int do_sim, struct mpr
     int rc = pipe_row(plan, "mpress", 1, do_sim, &out->rows[out->n_rows++], err);
     if (rc)
         return rc;
-    static const enum mpress_dp_policy order[] = {MPRESS_DP_ZERO_OFFLOAD, MPRESS_DP_ZERO3,
-                                                  MPRESS_DP_ZERO_INFINITY};
-    for (int i = 0; i < 3; i++)
-        for (int ck = 0; ck < 2; ck++)
-            if ((rc = dp_row(plan, order[i], ck, do_sim, &out->rows[out->n_rows++], err)))
-                return rc;
+    if ((rc = zero_rows(&plan->profile, &plan->topology, plan->micro_batches, do_sim, out,
+                        err)))
+        return rc;
     for (int sel = 1; sel >= 0; sel--) {
         struct mpress_plan rp;
         struct mpress_plan_eval ev;

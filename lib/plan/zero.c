@@ -71,26 +71,123 @@ const char *mpress_dp_policy_name(enum mpress_dp_policy p)
 
 /* ---- rings -------------------------------------------------------------------------------- */
 
-/* Depth-first search for a Hamiltonian cycle from GPU 0 over directed capacities, lowest
- * index first; budget bounds the work on large fabrics without one. */
-static int ham_dfs(int n, int cap[][MPRESS_MAX_GPUS], int *path, int depth, int *used,
-                   long *budget)
+/* Undirected Hamiltonian cycles of the NVLink graph from GPU 0, each once (path[1] <
+ * path[n-1]), lowest index first, at most max of them; budget bounds the search on large
+ * fabrics. */
+struct ham {
+    int n, max, count;
+    long budget;
+    int (*cycles)[MPRESS_MAX_GPUS];
+};
+
+static void ham_enum(struct ham *h, const struct mpress_topology *t, int *path, int depth,
+                     int *used)
 {
-    if (--*budget < 0)
-        return 0;
+    if (h->count >= h->max || --h->budget < 0)
+        return;
     int cur = path[depth - 1];
-    if (depth == n)
-        return cap[cur][path[0]] > 0;
-    for (int b = 0; b < n; b++) {
-        if (used[b] || cap[cur][b] <= 0)
+    if (depth == h->n) {
+        if (t->nvlinks[cur][path[0]] > 0 && path[1] < path[h->n - 1])
+            memcpy(h->cycles[h->count++], path, sizeof(int) * (size_t)h->n);
+        return;
+    }
+    for (int b = 0; b < h->n; b++) {
+        if (used[b] || t->nvlinks[cur][b] <= 0)
             continue;
         used[b] = 1;
         path[depth] = b;
-        if (ham_dfs(n, cap, path, depth + 1, used, budget))
-            return 1;
+        ham_enum(h, t, path, depth + 1, used);
         used[b] = 0;
     }
-    return 0;
+}
+
+/* The largest set of cycles that uses no pair more often than it has links (depth-first over
+ * the enumerated cycles in order; the first largest set found). */
+static void ham_pack(const struct ham *h, int cap[][MPRESS_MAX_GPUS], int from, int *chosen,
+                     int k, int *best, int *n_best, int limit, long *budget)
+{
+    if (k > *n_best) {
+        memcpy(best, chosen, sizeof(int) * (size_t)k);
+        *n_best = k;
+    }
+    if (k == limit)
+        return;
+    for (int c = from; c < h->count && *n_best < limit; c++) {
+        if (--*budget < 0)
+            return;
+        const int *cy = h->cycles[c];
+        int ok = 1;
+        for (int i = 0; i < h->n && ok; i++)
+            ok = cap[cy[i]][cy[(i + 1) % h->n]] > 0;
+        if (!ok)
+            continue;
+        for (int i = 0; i < h->n; i++) {
+            cap[cy[i]][cy[(i + 1) % h->n]]--;
+            cap[cy[(i + 1) % h->n]][cy[i]]--;
+        }
+        chosen[k] = c;
+        ham_pack(h, cap, c + 1, chosen, k + 1, best, n_best, limit, budget);
+        for (int i = 0; i < h->n; i++) {
+            cap[cy[i]][cy[(i + 1) % h->n]]++;
+            cap[cy[(i + 1) % h->n]][cy[i]]++;
+        }
+    }
+}
+
+/* Direct fabric: link-disjoint rings, each undirected cycle run in both directions (its two
+ * directed rings use the two directions of the same links); two GPUs: one ring per link. */
+static void direct_rings(const struct mpress_topology *topo, struct mpress_rings *out)
+{
+    int n = topo->n_gpus;
+    double rate = topo->nvlink_bytes_per_s;
+    if (n == 2) {
+        for (int k = 0; k < topo->nvlinks[0][1] && out->n_rings < MPRESS_MAX_RINGS; k++) {
+            out->next[out->n_rings][0] = 1;
+            out->next[out->n_rings][1] = 0;
+            out->bytes_per_s[out->n_rings++] = rate;
+            out->total_bytes_per_s += rate;
+        }
+        return;
+    }
+    enum { MAX_CYCLES = 4096 };
+    struct ham h = {n, MAX_CYCLES, 0, 2000000, malloc(sizeof(int[MPRESS_MAX_GPUS]) * MAX_CYCLES)};
+    if (!h.cycles)
+        return;
+    int path[MPRESS_MAX_GPUS], used[MPRESS_MAX_GPUS] = {0};
+    path[0] = 0;
+    used[0] = 1;
+    ham_enum(&h, topo, path, 1, used);
+    /* each GPU's links bound the cycles through it: a cycle takes two link ends */
+    int limit = MPRESS_MAX_RINGS / 2;
+    for (int g = 0; g < n; g++) {
+        int deg = 0;
+        for (int b = 0; b < n; b++)
+            deg += b != g ? topo->nvlinks[g][b] : 0;
+        limit = deg / 2 < limit ? deg / 2 : limit;
+    }
+    int cap[MPRESS_MAX_GPUS][MPRESS_MAX_GPUS], chosen[MPRESS_MAX_RINGS], best[MPRESS_MAX_RINGS];
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++)
+            cap[a][b] = a == b ? 0 : topo->nvlinks[a][b];
+    int n_best = 0;
+    long budget = 2000000;
+    ham_pack(&h, cap, 0, chosen, 0, best, &n_best, limit, &budget);
+    for (int k = 0; k < n_best; k++) {
+        const int *cy = h.cycles[best[k]];
+        for (int dir = 0; dir < 2; dir++) {
+            int r = out->n_rings++;
+            for (int i = 0; i < n; i++) {
+                int a = cy[i], b = cy[(i + 1) % n];
+                if (dir)
+                    out->next[r][b] = a;
+                else
+                    out->next[r][a] = b;
+            }
+            out->bytes_per_s[r] = rate;
+            out->total_bytes_per_s += rate;
+        }
+    }
+    free(h.cycles);
 }
 
 static double hop_bw(const struct mpress_topology *t, int a, int b)
@@ -117,26 +214,7 @@ void mpress_rings_find(const struct mpress_topology *topo, struct mpress_rings *
     if (n < 2)
         return;
     if (topo->fabric == MPRESS_FABRIC_DIRECT) {
-        int cap[MPRESS_MAX_GPUS][MPRESS_MAX_GPUS];
-        for (int a = 0; a < n; a++)
-            for (int b = 0; b < n; b++)
-                cap[a][b] = a == b ? 0 : topo->nvlinks[a][b];
-        long budget = 2000000;
-        while (out->n_rings < MPRESS_MAX_RINGS) {
-            int path[MPRESS_MAX_GPUS], used[MPRESS_MAX_GPUS] = {0};
-            path[0] = 0;
-            used[0] = 1;
-            if (!ham_dfs(n, cap, path, 1, used, &budget))
-                break;
-            int r = out->n_rings++;
-            for (int i = 0; i < n; i++) {
-                int a = path[i], b = path[(i + 1) % n];
-                out->next[r][a] = b;
-                cap[a][b]--;
-            }
-            out->bytes_per_s[r] = topo->nvlink_bytes_per_s;
-            out->total_bytes_per_s += topo->nvlink_bytes_per_s;
-        }
+        direct_rings(topo, out);
         if (out->n_rings > 0)
             return;
     }

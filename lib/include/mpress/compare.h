@@ -141,6 +141,11 @@ struct mpress_compare {
 int mpress_compare_create(const struct mpress_plan *plan, int simulate,
                           struct mpress_compare *out, struct mpress_error *err);
 
+/* Only the ZeRO rows, for a job no pipeline plan fits (no speed-ups). */
+int mpress_compare_zero(const struct mpress_profile *p, const struct mpress_topology *topo,
+                        int micro_batches, int simulate, struct mpress_compare *out,
+                        struct mpress_error *err);
+
 /* The fastest ZeRO policy (with or without checkpointing) that fits, by predicted samples/s:
  * 0 and its config and evaluation; MPRESS_EINFEASIBLE when none fits. */
 int mpress_zero_best(const struct mpress_profile *p, const struct mpress_topology *topo,
