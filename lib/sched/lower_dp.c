@@ -6,7 +6,8 @@
  * outside the layers) in order and then the backward of every unit in reverse, with a layer's
  * forwards run again before its backward under activation checkpointing. Collectives are ring
  * steps (mpress_rings_find): step j of ring r sends one chunk (bytes / n / rings) from g to
- * next_r(g) on g's peer engine, after step j - 1 of ring r into g; all-gather steps are
+ * next_r(g) on g's peer engine, after step j - 1 of ring r into g and after g's own step
+ * j - 1 of that ring (step 0 after what triggers the collective on g); all-gather steps are
  * SEND_ACT tasks, reduce-scatter steps SEND_GRAD tasks. ZeRO-3 and ZeRO-Infinity gather a
  * unit's weights before each of its phases, at most two phases ahead of the compute (the
  * gather of phase i waits for the end of phase i - 2); ZeRO-Infinity first copies the GPU's
@@ -76,7 +77,12 @@ static void lay_ring(struct mpress_sched *s, struct dp *d, enum mpress_task_kind
                 T->dst = d->rings.next[r][g];
                 T->bytes = chunk;
                 T->queue = g * s->epg + 3 + T->dst;
+                /* a step forwards (all-gather) or adds to its own partial sum
+                 * (reduce-scatter) what the previous step brought: after that step into g
+                 * and after g's own previous step (a rank runs its steps in order) */
                 sched_add_edge(s, j == 0 ? trig[g] : prev_step[r][d->prev[r][g]], t);
+                if (j > 0)
+                    sched_add_edge(s, prev_step[r][g], t);
                 if (first[g] < 0)
                     first[g] = t;
                 cur[r][g] = t;
