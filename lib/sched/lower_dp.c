@@ -303,6 +303,16 @@ static void lay_iteration(struct mpress_sched *s, struct dp *d, int it)
                     }
                     sched_add_mem(s, &s->bt[free_at].mem_end, g, MPRESS_MEM_GRADIENTS, g, it, m,
                                   -(int64_t)d->gu[u]);
+                    /* two units' gradients wait at most (DeepSpeed's reduce buckets): the
+                     * backward two units on waits until these are gone */
+                    if (k + 2 < d->U) {
+                        int next = d->ph_first[g * d->phases + i + 2];
+                        if (pol == MPRESS_DP_ZERO_INFINITY || R == 0)
+                            sched_add_edge(s, free_at, next);
+                        else
+                            for (int r = 0; r < R; r++)
+                                sched_add_edge(s, done[r * n + g], next);
+                    }
                     for (int r = 0; r < R; r++)
                         rs_done[(u * R + r) * n + g] = done[r * n + g];
                 }
