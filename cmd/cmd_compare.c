@@ -31,7 +31,8 @@ static void help(void)
            "  --gpus N              use the first N GPUs (default: all of the topology)\n"
            "  --micro-batches M     micro-batches per iteration (default 16)\n"
            "  --node-limit N        the plan's MILP node limit (default 5000)\n"
-           "  --plan PLAN           compare against this plan instead of planning\n"
+           "  --plan PLAN           compare against this plan (its server and batch) instead\n"
+           "                        of planning\n"
            "  --no-sim              predictions only\n"
            "  --json FILE           also write the table as JSON ('-' for stdout)\n\n"
            CLI_EXIT_CODES,
@@ -174,11 +175,12 @@ int cmd_compare(int argc, char **argv)
     mpress_plan_options_init(&o);
     const char *topo_arg = "dgx1", *plan_path = NULL, *json_path = NULL;
     long gpus = 0;
-    int c, do_sim = 1;
+    int c, do_sim = 1, planning_opts = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         long v;
+        planning_opts += c == OPT_GPUS || c == OPT_TOPO || c == OPT_MB || c == OPT_NL;
         switch (c) {
         case 'h':
             help();
@@ -221,6 +223,9 @@ int cmd_compare(int argc, char **argv)
     const char *profile_path = optind < argc ? argv[optind] : NULL;
     if (plan_path && profile_path)
         return cli_usage(CMD, "give PROFILE or --plan, not both");
+    if (plan_path && planning_opts)
+        return cli_usage(CMD, "--plan brings its own server and batch: --topology, --gpus, "
+                         "--micro-batches and --node-limit do not apply");
 
     struct mpress_error err;
     mpress_error_clear(&err);

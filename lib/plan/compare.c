@@ -226,7 +226,11 @@ int mpress_compare_create(const struct mpress_plan *plan, int do_sim, struct mpr
                           struct mpress_error *err)
 {
     memset(out, 0, sizeof(*out));
-    int rc = pipe_row(plan, "mpress", 1, do_sim, &out->rows[out->n_rows++], err);
+    /* "mpress", or "mpress (greedy)" for a plan a baseline policy made */
+    char name[32];
+    snprintf(name, sizeof(name), "mpress%s%.16s%s", strcmp(plan->policy, "ilp") ? " (" : "",
+             strcmp(plan->policy, "ilp") ? plan->policy : "", strcmp(plan->policy, "ilp") ? ")" : "");
+    int rc = pipe_row(plan, name, 1, do_sim, &out->rows[out->n_rows++], err);
     if (rc)
         return rc;
     if ((rc = zero_rows(&plan->profile, &plan->topology, plan->micro_batches, do_sim, out,

@@ -358,7 +358,7 @@ static void test_gpt(void)
     struct mpress_compare *tab = malloc(sizeof(*tab));
     CHECK_INT(mpress_compare_create(&plan, 0, tab, &err), 0);
     CHECK_INT(tab->n_rows, 9);
-    CHECK_STR(tab->rows[0].policy, "mpress");
+    CHECK_STR(tab->rows[0].policy, "mpress (none)");
     CHECK_NEAR(tab->rows[0].speedup, 1.0, 1e-12);
     struct mpress_dp_config best;
     struct mpress_dp_eval bev;
