@@ -6,7 +6,7 @@
  * Notation (docs/cost-model.md, "Data-parallel comparisons"): n GPUs, M global micro-batches,
  * a = ceil(M / n) per GPU; P, G, O the model's weight, gradient and optimizer bytes (ops with
  * parameters: a tied head's second copy does not exist without a pipeline); per unit u (the ops
- * of one transformer layer, or a run of ops outside the layers) P_u and G_u its weight and
+ * of one transformer layer, or one op outside the layers) P_u and G_u its weight and
  * gradient bytes including a tied head's (the gathered matrix is used twice); F, B the sums
  * of fwd_s and bwd_s; R the forward time of the layer units (recomputed under checkpointing);
  * AG(x) = RS(x) = (n - 1) / n * x / sum_r bw_r (ring all-gather, reduce-scatter);
@@ -240,8 +240,10 @@ double mpress_rings_collective_s(const struct mpress_rings *r, double bytes)
 
 int mpress_dp_unit_end(const struct mpress_profile *p, int first)
 {
+    /* outside the layers (and in imported graphs, which have none) every op is a unit */
     int last = first;
-    while (last + 1 < p->n_ops && p->ops[last + 1].layer == p->ops[first].layer)
+    while (p->ops[first].layer >= 0 && last + 1 < p->n_ops &&
+           p->ops[last + 1].layer == p->ops[first].layer)
         last++;
     return last;
 }

@@ -2,7 +2,7 @@
  * replays it with its shared links like any plan (docs/schedule.md, "Data-parallel steps").
  *
  * The plan is mpress_dp_plan's: one "stage" per GPU, each running every op. Per GPU and
- * micro-batch the compute queue runs the forward of every unit (a layer, or a run of ops
+ * micro-batch the compute queue runs the forward of every unit (a layer, or one op
  * outside the layers) in order and then the backward of every unit in reverse, with a layer's
  * forwards run again before its backward under activation checkpointing. Collectives are ring
  * steps (mpress_rings_find): step j of ring r sends one chunk (bytes / n / rings) from g to

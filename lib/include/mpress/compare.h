@@ -58,9 +58,9 @@ enum mpress_dp_policy {
 };
 const char *mpress_dp_policy_name(enum mpress_dp_policy p); /* "zero-offload", ... */
 
-/* Units of a data-parallel step: a transformer layer's ops, or a run of consecutive ops
- * outside the layers; ZeRO-3 gathers and reduce-scatters one unit at a time. The last op of the
- * unit starting at op first. */
+/* Units of a data-parallel step: a transformer layer's ops, or one op outside the layers;
+ * ZeRO-3 gathers and reduce-scatters one unit at a time. The last op of the unit starting at
+ * op first. */
 int mpress_dp_unit_end(const struct mpress_profile *p, int first);
 /* 1 when op o's model states are resident states of the data-parallel model: ops with
  * parameters (a tied head's copy has none; it reuses the embedding's), or every op when the
