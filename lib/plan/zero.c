@@ -15,22 +15,25 @@
  * socket s step x bytes each on its memory); T = 2P + G + 2O (bytes an Adam step touches).
  *
  *   ZeRO-3:    states (P + G + O) / n; gathered 2 max P_u; buckets 2 max G_u
- *              fwd = max(F, AG(sum P_u)), bwd = max(B + R, AG(sum P_u) + RS(sum G_u))
- *              step = AG(P_0) + RS(G_0) + T / n / hbm
  *   Offload:   states P + G / n; buckets 2 max G_u; host O + G
- *              fwd = F, bwd = max(B + R, RS(sum G_u))
- *              step = RS(G_0) + H(G / n) + C(T / n) + H(P / n) + AG(P) + 2 P / n / hbm
  *   Infinity:  states 0; gathered 2 max P_u; buckets 2 max G_u; host P + G + O
- *              fwd = max(F, H(sum P_u / n), AG(sum P_u))
- *              bwd = max(B + R, H(sum P_u / n), AG(sum P_u) + RS(sum G_u), H(sum G_u / n))
- *              step = H(P_0 / n) + AG(P_0) + RS(G_0) + H(G_0 / n) + C(T / n)
- *   (unit 0's gather waits for the previous step and its reduce-scatter follows the last
- *   backward, so neither overlaps compute: they are charged in the step term)
+ *   time: the timeline of one GPU over its phases j (per micro-batch the forward of every
+ *   unit, then the backward of every unit in reverse), each engine one task at a time:
+ *     gather_j (ZeRO-3, Infinity; P_u > 0) ready at end_{j-2} (0 for j < 2):
+ *         Infinity first H(P_u / n) on H2D, then AG(P_u) on the ring
+ *     start_j = max(end_{j-1}, gather_j done, [backward] free_{j-2} of the unit two back)
+ *     end_j   = start_j + F_u (forward) or B_u + R_u (backward)
+ *     backward: RS(G_u) on the ring once end_j (free_j = its end; Infinity then H(G_u / n)
+ *         on D2H, free_j = that end)
+ *   after the last backward and the last free_j:
+ *     ZeRO-3:   T / n / hbm
+ *     Offload:  H(G / n) + C(T / n) + H(P / n), then AG(P) on the ring, then 2 P / n / hbm
+ *     Infinity: C(T / n)
  *   activations: sum of saved bytes, or with checkpointing the saved bytes outside the layers
  *              + each layer's input (the previous op's output_bytes) + the largest layer's
  *              saved bytes (the one being recomputed)
  *   peak = states + gathered + buckets + activations + max workspace + reserve
- *   iteration = a (fwd + bwd) + step,  samples/s = n a micro_batch / iteration */
+ *   iteration = the end of that,  samples/s = n a micro_batch / iteration */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,6 +300,98 @@ static double cpu_s(const struct mpress_topology *t, double x)
     return worst * x / t->host_memory_bytes_per_s;
 }
 
+/* One unit of the timeline: forward and backward compute (recompute included), gathered
+ * weight bytes and gradient bytes. */
+struct dp_unit {
+    double f, b;
+    double pu, gu;
+};
+
+/* The iteration on one GPU (all GPUs run alike) as the lowering lays it out
+ * (lib/sched/lower_dp.c), with each engine a FIFO: the compute stream, the ring (the
+ * collectives, one after another in the order they become ready), H2D and D2H. Phases are
+ * the forward of every unit, then the backward of every unit in reverse, per micro-batch;
+ * phase j's gather is ready when phase j - 2 ends (the first two at the iteration's start)
+ * and the phase starts when its gather is done; a backward phase's reduce-scatter is ready
+ * when it ends, and the backward two units on waits for it (two reduce buckets). Returns the
+ * iteration time; *compute_end receives when the last backward ends. */
+static double timeline(const struct dp_unit *u, int U, int a, enum mpress_dp_policy pol,
+                       const struct mpress_rings *rg, const struct mpress_topology *t, int n,
+                       double P, double G, double T, double *compute_end)
+{
+    int J = 2 * U * a;
+    double *end = malloc(sizeof(double) * (size_t)(J + 1));
+    double *freed = malloc(sizeof(double) * (size_t)(J + 1));
+    double *gdone = malloc(sizeof(double) * (size_t)(J + 2));
+    if (!end || !freed || !gdone) {
+        free(end);
+        free(freed);
+        free(gdone);
+        return INFINITY;
+    }
+    double ring = 0, h2d = 0, d2h = 0, now = 0, comm_end = 0;
+    int gathers = pol != MPRESS_DP_ZERO_OFFLOAD;
+#define UNIT(j) (((j) / U) % 2 ? U - 1 - (j) % U : (j) % U)
+#define BACK(j) (((j) / U) % 2)
+    /* the gather of phase j, ready at `ready` */
+    for (int j = 0; j < J + 2; j++)
+        gdone[j] = 0;
+    for (int j = 0; j < J; j++) {
+        /* gathers are laid in phase order: j's own (for j < 2), then j + 1's */
+        for (int g = j == 0 ? 0 : j + 1; g <= j + 1 && g < J; g++) {
+            double pu = u[UNIT(g)].pu;
+            if (!gathers || !(pu > 0))
+                continue;
+            double ready = g >= 2 ? end[g - 2] : 0;
+            if (pol == MPRESS_DP_ZERO_INFINITY) {
+                h2d = fmax(ready, h2d) + pcie_s(t, pu / n);
+                ready = h2d;
+            }
+            ring = fmax(ready, ring) + mpress_rings_collective_s(rg, pu);
+            gdone[g] = ring;
+        }
+        int k = j % U;
+        double start = fmax(now, gdone[j]);
+        if (BACK(j) && k >= 2)
+            start = fmax(start, freed[j - 2]);
+        end[j] = start + (BACK(j) ? u[UNIT(j)].b : u[UNIT(j)].f);
+        now = end[j];
+        freed[j] = now;
+        if (BACK(j)) {
+            ring = fmax(now, ring) + mpress_rings_collective_s(rg, u[UNIT(j)].gu);
+            freed[j] = ring;
+            if (pol == MPRESS_DP_ZERO_INFINITY) {
+                d2h = fmax(ring, d2h) + pcie_s(t, u[UNIT(j)].gu / n);
+                freed[j] = d2h;
+            }
+            comm_end = fmax(comm_end, freed[j]);
+        }
+    }
+#undef UNIT
+#undef BACK
+    *compute_end = now;
+    double hbm = t->gpus[0].hbm_bytes_per_s, it;
+    double after = fmax(now, comm_end);
+    switch (pol) {
+    case MPRESS_DP_ZERO3:
+        it = after + (hbm > 0 ? T / hbm : INFINITY);
+        break;
+    case MPRESS_DP_ZERO_OFFLOAD: {
+        double x = after + pcie_s(t, G / n) + cpu_s(t, T) + pcie_s(t, P / n);
+        x = fmax(x, ring) + mpress_rings_collective_s(rg, P);
+        it = x + (hbm > 0 ? 2.0 * P / n / hbm : INFINITY);
+        break;
+    }
+    default:
+        it = after + cpu_s(t, T);
+        break;
+    }
+    free(end);
+    free(freed);
+    free(gdone);
+    return it;
+}
+
 int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_dp_config *c, struct mpress_dp_eval *ev,
                        struct mpress_error *err)
@@ -318,13 +413,17 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
     ev->per_gpu_micro_batches = a;
     ev->samples = (double)n * a * mb;
 
-    uint64_t P = 0, G = 0, O = 0, Pu_all = 0, Gu_all = 0, maxPu = 0, maxGu = 0, W = 0;
-    uint64_t A_all = 0, A_keep = 0, A_ckpt = 0, A_maxlayer = 0, P0 = 0, G0 = 0;
+    uint64_t P = 0, G = 0, O = 0, maxPu = 0, maxGu = 0, W = 0;
+    uint64_t A_all = 0, A_keep = 0, A_ckpt = 0, A_maxlayer = 0;
     double F = 0, B = 0, R = 0;
+    struct dp_unit *units = calloc((size_t)p->n_ops, sizeof(*units));
+    if (!units)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    int U = 0;
     for (int first = 0; first < p->n_ops;) {
         int last = mpress_dp_unit_end(p, first);
         uint64_t pu = 0, gu = 0, au = 0;
-        double fu = 0;
+        double fu = 0, bu = 0;
         for (int o = first; o <= last; o++) {
             const struct mpress_op *op = &p->ops[o];
             if (mpress_dp_state_op(p, o)) {
@@ -338,15 +437,13 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
             F += op->fwd_s;
             B += op->bwd_s;
             fu += op->fwd_s;
+            bu += op->bwd_s;
             for (int j = 0; j < op->n_tensors; j++)
                 au += op->tensors[j].bytes;
         }
-        if (first == 0) {
-            P0 = pu;
-            G0 = gu;
-        }
-        Pu_all += pu;
-        Gu_all += gu;
+        int layer = p->ops[first].layer >= 0;
+        units[U++] = (struct dp_unit){fu, bu + (c->checkpoint && layer ? fu : 0), (double)pu,
+                                      (double)gu};
         maxPu = pu > maxPu ? pu : maxPu;
         maxGu = gu > maxGu ? gu : maxGu;
         A_all += au;
@@ -364,46 +461,31 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
     ev->activations = c->checkpoint ? A_keep + A_ckpt + A_maxlayer : A_all;
     ev->workspace = W;
     mpress_rings_find(topo, &ev->rings);
-    const struct mpress_rings *rg = &ev->rings;
     double T = plan_optimizer_bytes(P, G, O) / n;
-    double hbm = topo->gpus[0].hbm_bytes_per_s;
-    double ag = mpress_rings_collective_s(rg, (double)Pu_all);
-    double rs = mpress_rings_collective_s(rg, (double)Gu_all);
-    /* the first unit's gather waits for the step before it and the first unit's
-     * reduce-scatter comes after the last backward: neither overlaps compute */
-    double ag0 = mpress_rings_collective_s(rg, (double)P0);
-    double rs0 = mpress_rings_collective_s(rg, (double)G0);
     switch (c->policy) {
     case MPRESS_DP_ZERO3:
         ev->states = ceil_div(P + G + O, n);
         ev->gathered = 2 * maxPu;
         ev->grad_buckets = 2 * maxGu;
-        ev->fwd_s = fmax(F, ag);
-        ev->bwd_s = fmax(B + R, ag + rs);
-        ev->step_s = ag0 + rs0 + (hbm > 0 ? T / hbm : INFINITY);
         break;
     case MPRESS_DP_ZERO_OFFLOAD:
         ev->states = P + ceil_div(G, n);
         ev->grad_buckets = 2 * maxGu;
         ev->host_bytes = O + G;
-        ev->fwd_s = F;
-        ev->bwd_s = fmax(B + R, rs);
-        ev->step_s = rs0 + pcie_s(topo, (double)G / n) + cpu_s(topo, T) +
-                     pcie_s(topo, (double)P / n) +
-                     mpress_rings_collective_s(rg, (double)P) +
-                     (hbm > 0 ? 2.0 * (double)P / n / hbm : INFINITY);
         break;
     default: /* MPRESS_DP_ZERO_INFINITY */
         ev->gathered = 2 * maxPu;
         ev->grad_buckets = 2 * maxGu;
         ev->host_bytes = P + G + O;
-        ev->fwd_s = fmax(F, fmax(pcie_s(topo, (double)Pu_all / n), ag));
-        ev->bwd_s = fmax(fmax(B + R, pcie_s(topo, (double)Pu_all / n)),
-                         fmax(ag + rs, pcie_s(topo, (double)Gu_all / n)));
-        ev->step_s = pcie_s(topo, (double)P0 / n) + ag0 + rs0 + pcie_s(topo, (double)G0 / n) +
-                     cpu_s(topo, T);
         break;
     }
+    ev->fwd_s = F;
+    ev->bwd_s = B + R;
+    double compute_end = 0;
+    ev->iteration_s = timeline(units, U, a, c->policy, &ev->rings, topo, n, (double)P,
+                               (double)G, T, &compute_end);
+    ev->step_s = ev->iteration_s - compute_end;
+    free(units);
     uint64_t need = ev->states + ev->gathered + ev->grad_buckets + ev->activations + W;
     ev->fits = 1;
     int worst = -1;
@@ -422,7 +504,6 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
     ev->host_capacity = topo->host_memory_bytes;
     if (topo->host_memory_bytes > 0 && ev->host_bytes > topo->host_memory_bytes)
         ev->fits = 0;
-    ev->iteration_s = a * (ev->fwd_s + ev->bwd_s) + ev->step_s;
     ev->samples_per_s = ev->iteration_s > 0 && isfinite(ev->iteration_s)
                             ? ev->samples / ev->iteration_s : 0;
     if (!isfinite(ev->iteration_s))
