@@ -87,14 +87,17 @@ struct mpress_dp_eval {
     uint64_t reserve;
     uint64_t peak, capacity;
     uint64_t host_bytes, host_capacity;
-    double fwd_s, bwd_s;        /* one micro-batch's forward and backward phase, overlapped */
-    double step_s;              /* after the last micro-batch: step (and copies, all-gather) */
+    double fwd_s, bwd_s;        /* compute of one micro-batch's forward and backward
+                                   (recompute included) */
+    double step_s;              /* from the end of the last backward to the end of the
+                                   iteration: the step, with its copies and all-gather */
     double iteration_s, samples_per_s;
     struct mpress_rings rings;
 };
 
-/* Predicts memory and time of one policy (docs/cost-model.md). The profile's per-op model
- * states give the bytes per parameter; op times are the profile's. */
+/* Predicts memory and time of one policy (docs/cost-model.md): memory by formula, time by
+ * the timeline of one GPU's compute, ring, H2D and D2H. The profile's per-op model states give
+ * the bytes per parameter; op times are the profile's. */
 int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_dp_config *c, struct mpress_dp_eval *ev,
                        struct mpress_error *err);
