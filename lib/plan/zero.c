@@ -564,6 +564,8 @@ int mpress_dp_plan(const struct mpress_profile *p, const struct mpress_topology 
         m->gpu = g;
         m->stage = g;
         m->capacity = topo->gpus[g].memory_bytes;
+        /* by kind as far as the evaluation tells: every resident partition under
+         * "optimizer", the gathered weights and the reduce buckets under their own */
         m->weights = ev->gathered;
         m->gradients = ev->grad_buckets;
         m->optimizer = ev->states;

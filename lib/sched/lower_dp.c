@@ -94,8 +94,9 @@ static void lay_ring(struct mpress_sched *s, struct dp *d, enum mpress_task_kind
             done[r * n + g] = prev_step[r][d->prev[r][g]];
 }
 
-/* Compute tasks of one GPU for one iteration: phases in stream order, memory of activations,
- * workspace and gradient buckets. Returns the last task laid. */
+/* Compute tasks of one GPU for one iteration: phases in stream order (their first and last
+ * tasks recorded in d->ph_first / ph_last), memory of activations, workspace and gradient
+ * buckets. */
 static void lay_compute(struct mpress_sched *s, struct dp *d, int g, int it, int a)
 {
     const struct mpress_profile *p = &s->plan->profile;
