@@ -1,5 +1,7 @@
 /* Messages and argument parsing shared by the subcommands. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -7,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -94,4 +97,113 @@ int cli_parse_real(const char *s, double *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* The first bytes of a regular file, NUL-terminated (empty when unreadable). */
+static void read_head(const char *path, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    size_t n = 0;
+    while (n + 1 < size) {
+        ssize_t r = read(fd, buf + n, size - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    close(fd);
+}
+
+/* 1 when the regular file at path holds an output of this kind. */
+static int is_kind(const char *path, const char *kind)
+{
+    char head[4096];
+    if (strcmp(kind, CLI_KIND_LP) == 0) {
+        read_head(path, head, sizeof(head));
+        return strncmp(head, "\\* Problem: mpress_plan *\\", 26) == 0;
+    }
+    if (strcmp(kind, CLI_KIND_SVG) == 0) {
+        read_head(path, head, sizeof(head));
+        return (strncmp(head, "<?xml", 5) == 0 || strncmp(head, "<svg", 4) == 0) &&
+               strstr(head, "<svg") != NULL;
+    }
+    if (strcmp(kind, CLI_KIND_TRACE) == 0) {
+        read_head(path, head, sizeof(head));
+        return head[0] == '{' && strstr(head, "\"generator\": \"mpress") != NULL;
+    }
+    struct mpress_json_doc doc;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int ok = 0;
+    if (mpress_json_doc_load(&doc, path, &err) == 0) {
+        json_t *f = json_object_get(doc.root, "format");
+        ok = json_is_string(f) && strcmp(json_string_value(f), kind) == 0;
+    }
+    mpress_json_doc_finish(&doc);
+    return ok;
+}
+
+static const char *kind_name(const char *kind)
+{
+    if (strcmp(kind, CLI_KIND_LP) == 0)
+        return "an LP file written by mpress";
+    if (strcmp(kind, CLI_KIND_SVG) == 0)
+        return "an SVG file";
+    if (strcmp(kind, CLI_KIND_TRACE) == 0)
+        return "a trace written by mpress";
+    if (strcmp(kind, MPRESS_PLAN_FORMAT) == 0)
+        return "an mpress plan";
+    if (strcmp(kind, MPRESS_PROFILE_FORMAT) == 0)
+        return "an mpress profile";
+    if (strcmp(kind, MPRESS_TOPOLOGY_FORMAT) == 0)
+        return "an mpress topology";
+    if (strcmp(kind, MPRESS_SIM_REPORT_FORMAT) == 0)
+        return "an mpress simulation report";
+    return kind;
+}
+
+int cli_check_output(const char *cmd, const char *opt, const char *path, const char *kind,
+                     const char *const *inputs)
+{
+    if (strcmp(path, "-") == 0)
+        return 0;
+    for (const char *const *in = inputs; in && *in; in++)
+        if (strcmp(*in, "-") != 0 && cli_same_file(*in, path))
+            return cli_usage(cmd, "%s '%s' is the input file", opt, path);
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return 0; /* absent (or unreachable: the write reports why) */
+    const char *why = NULL;
+    char not_kind[128];
+    if (S_ISLNK(st.st_mode))
+        why = "a symbolic link";
+    else if (S_ISDIR(st.st_mode))
+        why = "a directory";
+    else if (S_ISFIFO(st.st_mode))
+        why = "a FIFO";
+    else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+        why = "a device";
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (!is_kind(path, kind)) {
+        snprintf(not_kind, sizeof(not_kind), "not %s", kind_name(kind));
+        why = not_kind;
+    }
+    if (!why)
+        return 0;
+    cli_error(cmd, "refusing to overwrite '%s': it is %s", path, why);
+    return MPRESS_EUSAGE;
+}
+
+int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const char *opt_b,
+                       const char *b)
+{
+    if (!a || !b || strcmp(a, "-") == 0 || strcmp(b, "-") == 0 || !cli_same_file(a, b))
+        return 0;
+    return cli_usage(cmd, "%s and %s name the same file '%s'", opt_a, opt_b, b);
 }

@@ -43,6 +43,22 @@ int cli_bad_option(const char *cmd, int c, char **argv);
  * overwrite the input it is made from. */
 int cli_same_file(const char *a, const char *b);
 
+/* Kinds of output besides the JSON formats (MPRESS_PLAN_FORMAT, ...) for cli_check_output. */
+#define CLI_KIND_LP "lp"
+#define CLI_KIND_SVG "svg"
+#define CLI_KIND_TRACE "trace"
+
+/* 0 when the output opt names at path may be written: "-", absent, or a regular file (not a
+ * symbolic link) that holds an output of kind (a JSON format name or a CLI_KIND_*). Else, and
+ * when path is one of inputs (NULL-terminated, may be NULL), prints why and returns
+ * MPRESS_EUSAGE. */
+int cli_check_output(const char *cmd, const char *opt, const char *path, const char *kind,
+                     const char *const *inputs);
+
+/* MPRESS_EUSAGE with a message when two outputs (either may be NULL or "-") are one file. */
+int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const char *opt_b,
+                       const char *b);
+
 /* Parses a whole decimal integer in [min, max]; 0 ok, -1 not. */
 int cli_parse_int(const char *s, long min, long max, long *out);
 /* Parses a finite non-negative real; 0 ok, -1 not. */

@@ -62,27 +62,6 @@ static void progress(void *ctx, double incumbent, double bound, double gap)
         fprintf(stderr, "\rmpress: plan: no plan yet, bound %.4f s   ", bound);
 }
 
-/* 0 when path may be written: absent, or an mpress plan. */
-static int check_overwrite(const char *path)
-{
-    struct stat st;
-    if (strcmp(path, "-") == 0 || stat(path, &st) != 0)
-        return 0;
-    struct mpress_json_doc doc;
-    struct mpress_error err;
-    mpress_error_clear(&err);
-    int ok = 0;
-    if (S_ISREG(st.st_mode) && mpress_json_doc_load(&doc, path, &err) == 0) {
-        json_t *f = json_is_object(doc.root) ? json_object_get(doc.root, "format") : NULL;
-        ok = json_is_string(f) && strcmp(json_string_value(f), MPRESS_PLAN_FORMAT) == 0;
-        mpress_json_doc_finish(&doc);
-    }
-    if (ok)
-        return 0;
-    cli_error(CMD, "refusing to overwrite '%s': it is not an mpress plan", path);
-    return MPRESS_EUSAGE;
-}
-
 static double gib(uint64_t b)
 {
     return (double)b / 1073741824.0;
@@ -146,8 +125,8 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
                st->optimizer_on_host ? "host" : "gpu");
     }
 
-    printf("\nmemory per GPU at its peak (# states, = activations, + parked, - other; width = "
-           "capacity)\n");
+    printf("\nmemory per GPU at its peak in GiB (# states, = activations, + parked, - other; "
+           "width = capacity)\n");
     for (int g = 0; g < plan->n_gpus; g++) {
         const struct mpress_plan_gpu *m = &plan->gpus[g];
         enum { W = 40 };
@@ -169,8 +148,8 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
                stage);
     }
 
-    uint64_t by[4] = {0};
-    int count[4] = {0};
+    uint64_t by[MPRESS_N_ACTIONS] = {0};
+    int count[MPRESS_N_ACTIONS] = {0};
     for (int i = 0; i < plan->n_actions; i++) {
         const struct mpress_plan_action *a = &plan->actions[i];
         by[a->action] += p->ops[a->op].tensors[a->tensor].bytes;
@@ -241,9 +220,9 @@ int cmd_plan(int argc, char **argv)
             topo_arg = optarg;
             break;
         case OPT_MB:
-            if (cli_parse_int(optarg, 1, 1000000, &v))
-                return cli_usage(CMD, "--micro-batches: expected 1 to 1000000, got '%s'",
-                                 optarg);
+            if (cli_parse_int(optarg, 1, MPRESS_MAX_MICRO_BATCHES, &v))
+                return cli_usage(CMD, "--micro-batches: expected 1 to %d, got '%s'",
+                                 MPRESS_MAX_MICRO_BATCHES, optarg);
             o.micro_batches = (int)v;
             break;
         case OPT_SCHED:
@@ -252,13 +231,11 @@ int cmd_plan(int argc, char **argv)
                                  optarg);
             break;
         case OPT_POLICY:
-            if (strcmp(optarg, "ilp") && strcmp(optarg, "greedy") && strcmp(optarg, "recompute") &&
-                strcmp(optarg, "swap") && strcmp(optarg, "none"))
+            if (mpress_policy_parse(optarg, &o.policy))
                 return cli_usage(CMD,
                                  "--policy: expected ilp, greedy, recompute, swap or none, got "
                                  "'%s'",
                                  optarg);
-            snprintf(o.policy, sizeof(o.policy), "%s", optarg);
             break;
         case OPT_TL:
             if (cli_parse_real(optarg, &d) || d <= 0)
@@ -305,8 +282,14 @@ int cmd_plan(int argc, char **argv)
         return cli_fail(CMD, "cannot load the topology", &err);
     if (gpus > 0 && (rc = mpress_topology_restrict(&topo, (int)gpus, &err)))
         return cli_fail(CMD, "--gpus", &err);
-    rc = check_overwrite(out_path);
-    if (rc)
+    /* a topology given as a file is an input too */
+    const char *inputs[] = {profile_path ? profile_path : "-",
+                            access(topo_arg, F_OK) == 0 ? topo_arg : "-",
+                            NULL};
+    if ((rc = cli_check_output(CMD, "-o", out_path, MPRESS_PLAN_FORMAT, inputs)) != 0)
+        return rc;
+    if (o.dump_lp && ((rc = cli_check_output(CMD, "--dump-lp", o.dump_lp, CLI_KIND_LP, inputs)) ||
+                      (rc = cli_check_distinct(CMD, "-o", out_path, "--dump-lp", o.dump_lp))))
         return rc;
 
     struct mpress_profile prof;
@@ -332,11 +315,39 @@ int cmd_plan(int argc, char **argv)
         o.progress = progress;
         o.progress_ctx = NULL;
     }
+    /* The LP goes to a temporary file renamed into place once written, like every output. */
+    struct mpress_atomic_file lp;
+    const char *lp_path = o.dump_lp;
+    if (lp_path) {
+        if (mpress_atomic_begin(&lp, lp_path, &err) != 0) {
+            mpress_profile_finish(&prof);
+            return cli_fail(CMD, "--dump-lp", &err);
+        }
+        close(lp.fd);
+        lp.fd = -1;
+        o.dump_lp = lp.tmp;
+    }
     struct mpress_plan plan;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rc = mpress_plan_create(&prof, &topo, &o, &plan, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (lp_path) {
+        /* Written before the solve: kept when the solve fails, not when the writing did. */
+        struct stat lst;
+        if ((rc && strstr(err.text, lp.tmp)) || stat(lp.tmp, &lst) != 0 || lst.st_size == 0) {
+            int failed_write = rc && strstr(err.text, lp.tmp);
+            mpress_atomic_abort(&lp);
+            if (failed_write)
+                snprintf(err.text, sizeof(err.text),
+                         "cannot write '%.900s' (GLPK could not write the LP; is the disk "
+                         "full?)", lp_path);
+        } else if (mpress_atomic_commit(&lp, rc ? NULL : &err) != 0 && !rc) {
+            mpress_plan_finish(&plan);
+            mpress_profile_finish(&prof);
+            return cli_fail(CMD, "--dump-lp", &err);
+        }
+    }
     if (o.progress)
         fprintf(stderr, "\r%60s\r", "");
     mpress_profile_finish(&prof);

@@ -1,8 +1,9 @@
-/* mpress profile: analytic profiles of the model zoo, PipeDream graph import, and (handed to
- * cmd_profile_cupti) CUPTI tracing of a command and bandwidth probes. */
+/* mpress profile: analytic and host-measured profiles of the model zoo, PipeDream graph import,
+ * and (handed to cmd_profile_cupti) CUPTI tracing of a command and bandwidth probes. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "mpress/model.h"
@@ -11,6 +12,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: mpress profile --analytic (--model NAME | --model-config FILE) [options]\n"
+            "       mpress profile --backend host (--model NAME | --model-config FILE) [options]\n"
             "       mpress profile --import pipedream GRAPH.txt [-o FILE]\n"
             "       mpress profile --list-models\n"
             "       mpress profile [CUPTI options] [-o FILE] -- COMMAND [ARGS...]\n"
@@ -41,6 +43,23 @@ static void usage(FILE *out)
             "  --optimizer adam|sgd   model states: adam 16 bytes/parameter mixed precision,\n"
             "                         sgd (with momentum) 12 (default adam)\n"
             "  --flash                flash-style attention: no s x s tensors are saved\n"
+            "\n"
+            "Host (no GPU needed): the same ops, bytes and saved tensors, but each op's forward\n"
+            "and backward is run and timed on this CPU with the host backend's math (fp32\n"
+            "arithmetic, 16-bit tensors stored as bf16, OpenBLAS GEMMs) on buffers of the\n"
+            "op's exact tensor bytes; device \"" MPRESS_HOST_DEVICE
+            "\", source \"host\". The times\n"
+            "are this machine's and vary from run to run (docs/runtime.md, \"Host profiles\").\n"
+            "The model's parameters and one micro-batch's activations must fit in RAM\n"
+            "(else exit 1).\n"
+            "The model options above apply, except --gpu.\n"
+            "  --backend host         time the ops on this CPU\n"
+            "  --warmup N             runs per op before the timed ones (default 2)\n"
+            "  --repeat N             timed runs per op; the median is recorded (default 9)\n"
+            "  --threads N            OpenBLAS threads per GEMM (default 1: the rate of one\n"
+            "                         worker thread, as `mpress topo emulate --measure`\n"
+            "                         assumes for an emulated device)\n"
+            "  Progress goes to stderr when it is a terminal.\n"
             "\n"
             "Import:\n"
             "  --import pipedream GRAPH.txt\n"
@@ -88,6 +107,13 @@ static int list_models(void)
     return 0;
 }
 
+static void host_progress(void *ctx, int done, int total, const char *op)
+{
+    (void)ctx;
+    fprintf(stderr, "\rmpress: profile: %s %d/%d %-40.40s", done * 2 <= total ? "forward" :
+            "backward", done, total, op);
+}
+
 int cmd_profile(int argc, char **argv)
 {
     const char *cmd = "profile";
@@ -96,13 +122,19 @@ int cmd_profile(int argc, char **argv)
     static const char *const cupti_only[] = {"--", "--probe-bandwidth", "--memory",
                                              "--nvtx-torch", "--events", "--warmup",
                                              "--model-name"};
-    for (int i = 1; i < argc; i++)
+    /* Except with --backend, whose --warmup is its own. */
+    int backend_given = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--backend") == 0 || strncmp(argv[i], "--backend=", 10) == 0)
+            backend_given = 1;
+    for (int i = 1; i < argc && !backend_given; i++)
         for (size_t k = 0; k < sizeof(cupti_only) / sizeof(cupti_only[0]); k++)
             if (strcmp(argv[i], cupti_only[k]) == 0)
                 return cmd_profile_cupti(argc, argv);
 
     enum { O_ANALYTIC = 256, O_LIST, O_FLASH, O_IMPORT, O_MODEL_CONFIG, O_MODEL, O_GPU,
-           O_MICRO_BATCH, O_SEQ, O_DTYPE, O_OPTIMIZER };
+           O_MICRO_BATCH, O_SEQ, O_DTYPE, O_OPTIMIZER, O_BACKEND, O_WARMUP, O_REPEAT,
+           O_THREADS };
     static const struct option opts[] = {
         {"analytic", no_argument, NULL, O_ANALYTIC},
         {"list-models", no_argument, NULL, O_LIST},
@@ -115,6 +147,10 @@ int cmd_profile(int argc, char **argv)
         {"seq", required_argument, NULL, O_SEQ},
         {"dtype", required_argument, NULL, O_DTYPE},
         {"optimizer", required_argument, NULL, O_OPTIMIZER},
+        {"backend", required_argument, NULL, O_BACKEND},
+        {"warmup", required_argument, NULL, O_WARMUP},
+        {"repeat", required_argument, NULL, O_REPEAT},
+        {"threads", required_argument, NULL, O_THREADS},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -123,6 +159,7 @@ int cmd_profile(int argc, char **argv)
     const char *model = NULL, *model_file = NULL, *gpu_key = "v100", *out = "-";
     const char *import_kind = NULL, *import_file = NULL;
     const char *mb = NULL, *seq = NULL, *dtype = NULL, *optimizer = NULL;
+    const char *backend = NULL, *warmup = NULL, *repeat = NULL, *threads = NULL;
     static const char import_form[] =
         "'--import' needs a kind and a file: --import pipedream GRAPH.txt";
     optind = 1;
@@ -157,6 +194,10 @@ int cmd_profile(int argc, char **argv)
         case O_SEQ: seq = optarg; break;
         case O_DTYPE: dtype = optarg; break;
         case O_OPTIMIZER: optimizer = optarg; break;
+        case O_BACKEND: backend = optarg; break;
+        case O_WARMUP: warmup = optarg; break;
+        case O_REPEAT: repeat = optarg; break;
+        case O_THREADS: threads = optarg; break;
         case 'o': out = optarg; break;
         default:
             if (c == ':' && optopt == O_IMPORT)
@@ -168,11 +209,44 @@ int cmd_profile(int argc, char **argv)
         return cli_usage(cmd, "%s", import_form);
 
     if (list) {
-        if (analytic || model || model_file || import_kind)
+        if (analytic || model || model_file || import_kind || backend)
             return cli_usage(cmd, "'--list-models' takes no other mode");
         return list_models();
     }
-    if (model || model_file)
+    struct mpress_host_profile_options ho;
+    mpress_host_profile_options_init(&ho);
+    if (backend) {
+        if (strcmp(backend, "host") != 0)
+            return cli_usage(cmd, "unknown backend '%s' (host)", backend);
+        if (analytic || import_kind)
+            return cli_usage(cmd, "'--backend' does not go with '--%s'",
+                             analytic ? "analytic" : "import");
+        if (gpu_given)
+            return cli_usage(cmd, "'--gpu' does not apply to '--backend host': the times are "
+                                  "this CPU's");
+        long v;
+        if (warmup && cli_parse_int(warmup, 0, 1000000, &v) != 0)
+            return cli_usage(cmd, "'--warmup' wants an integer in [0, 1000000], got '%s'",
+                             warmup);
+        if (warmup)
+            ho.warmup = (int)v;
+        if (repeat && cli_parse_int(repeat, 1, 1000000, &v) != 0)
+            return cli_usage(cmd, "'--repeat' wants an integer in [1, 1000000], got '%s'",
+                             repeat);
+        if (repeat)
+            ho.repeat = (int)v;
+        if (threads && cli_parse_int(threads, 1, 1024, &v) != 0)
+            return cli_usage(cmd, "'--threads' wants an integer in [1, 1024], got '%s'",
+                             threads);
+        if (threads)
+            ho.threads = (int)v;
+        if (isatty(STDERR_FILENO))
+            ho.progress = host_progress;
+    } else if (warmup || repeat || threads) {
+        return cli_usage(cmd, "'--%s' needs '--backend host'",
+                         warmup ? "warmup" : repeat ? "repeat" : "threads");
+    }
+    if (model || model_file || backend)
         analytic = 1;
     if (analytic && import_kind)
         return cli_usage(cmd, "choose one of '--analytic' and '--import'");
@@ -181,8 +255,10 @@ int cmd_profile(int argc, char **argv)
                               "pipedream FILE or -- COMMAND");
 
     const char *input = import_kind ? import_file : model_file;
-    if (input && strcmp(out, "-") != 0 && cli_same_file(input, out))
-        return cli_usage(cmd, "-o '%s' is the input file", out);
+    const char *inputs[] = {input ? input : "-", NULL};
+    int orc = cli_check_output(cmd, "-o", out, MPRESS_PROFILE_FORMAT, inputs);
+    if (orc)
+        return orc;
 
     struct mpress_profile p;
     struct mpress_error err;
@@ -202,7 +278,8 @@ int cmd_profile(int argc, char **argv)
         if (model && model_file)
             return cli_usage(cmd, "choose one of '--model' and '--model-config'");
         if (!model && !model_file)
-            return cli_usage(cmd, "'--analytic' needs --model NAME or --model-config FILE");
+            return cli_usage(cmd, "'--%s' needs --model NAME or --model-config FILE",
+                             backend ? "backend" : "analytic");
         if (model && mpress_model_find(model, &c) != 0)
             return cli_usage(cmd, "unknown model '%s' (see 'mpress profile --list-models')",
                              model);
@@ -210,15 +287,15 @@ int cmd_profile(int argc, char **argv)
             return cli_fail(cmd, "cannot read the model config", &err);
         long n;
         if (mb) {
-            if (cli_parse_int(mb, 1, 1 << 16, &n) != 0)
-                return cli_usage(cmd, "'--micro-batch' wants an integer in [1, 65536], got "
-                                      "'%s'",
-                                 mb);
+            if (cli_parse_int(mb, 1, MPRESS_MODEL_MAX_MICRO_BATCH, &n) != 0)
+                return cli_usage(cmd, "'--micro-batch' wants an integer in [1, %d], got '%s'",
+                                 MPRESS_MODEL_MAX_MICRO_BATCH, mb);
             c.micro_batch = (int)n;
         }
         if (seq) {
-            if (cli_parse_int(seq, 1, 1 << 20, &n) != 0)
-                return cli_usage(cmd, "'--seq' wants an integer in [1, 1048576], got '%s'", seq);
+            if (cli_parse_int(seq, 1, MPRESS_MODEL_MAX_SEQ, &n) != 0)
+                return cli_usage(cmd, "'--seq' wants an integer in [1, %d], got '%s'",
+                                 MPRESS_MODEL_MAX_SEQ, seq);
             c.seq = (int)n;
         }
         if (dtype) {
@@ -239,9 +316,17 @@ int cmd_profile(int argc, char **argv)
         if (mpress_model_config_check(&c, &err) != 0)
             return cli_usage(cmd, "the model does not work: %s%s%s", err.path,
                              err.path[0] ? ": " : "", err.text);
-        rc = mpress_profile_analytic(&c, gpu, &p, &err);
-        if (rc)
-            return cli_fail(cmd, "cannot make the analytic profile", &err);
+        if (backend) {
+            rc = mpress_profile_host(&c, &ho, &p, &err);
+            if (ho.progress)
+                fprintf(stderr, "\r%70s\r", "");
+            if (rc)
+                return cli_fail(cmd, "cannot make the host profile", &err);
+        } else {
+            rc = mpress_profile_analytic(&c, gpu, &p, &err);
+            if (rc)
+                return cli_fail(cmd, "cannot make the analytic profile", &err);
+        }
     }
     rc = mpress_profile_save(out, &p, &err);
     mpress_profile_finish(&p);

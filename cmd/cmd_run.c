@@ -115,6 +115,15 @@ int cmd_run(int argc, char **argv)
     if (optind + 1 < argc)
         return cli_usage("run", "one PLAN only, got '%s' too", argv[optind + 1]);
     const char *file = argv[optind];
+    const char *inputs[] = {file, NULL};
+    if ((report && cli_check_output("run", "--report", report, MPRESS_SIM_REPORT_FORMAT,
+                                    inputs)) ||
+        (trace && cli_check_output("run", "--trace", trace, CLI_KIND_TRACE, inputs)) ||
+        (svg && cli_check_output("run", "--svg", svg, CLI_KIND_SVG, inputs)) ||
+        cli_check_distinct("run", "--report", report, "--trace", trace) ||
+        cli_check_distinct("run", "--report", report, "--svg", svg) ||
+        cli_check_distinct("run", "--trace", trace, "--svg", svg))
+        return MPRESS_EUSAGE;
 
     struct mpress_error err;
     mpress_error_clear(&err);

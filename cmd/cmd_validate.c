@@ -108,7 +108,7 @@ static int summarize_plan(const char *file, struct mpress_error *err)
     struct mpress_plan p;
     if (mpress_plan_load(file, &p, err))
         return err->code;
-    int count[4] = {0};
+    int count[MPRESS_N_ACTIONS] = {0};
     for (int i = 0; i < p.n_actions; i++)
         count[p.actions[i].action]++;
     printf("%s plan for %s on %s, %s with %d micro-batches: %d stages; %d keep, %d recompute, "
@@ -122,6 +122,8 @@ static int summarize_plan(const char *file, struct mpress_error *err)
 /* Checking a file reads it more than once (the check, then the summary). A pipe or device
  * such as /dev/stdin can be read only once, so it is first copied whole into a temporary file,
  * whose path goes into tmp. Returns the path to read, or NULL with err filled. */
+static int copy_slot = -1;
+
 static const char *readable_copy(const char *file, char *tmp, size_t size,
                                  struct mpress_error *err)
 {
@@ -136,6 +138,8 @@ static const char *readable_copy(const char *file, char *tmp, size_t size,
     const char *dir = getenv("TMPDIR");
     snprintf(tmp, size, "%s/mpress-validate-XXXXXX", dir && *dir ? dir : "/tmp");
     int fd = mkstemp(tmp);
+    if (fd >= 0)
+        copy_slot = mpress_temp_register(tmp); /* removed if a signal comes */
     size_t off = 0;
     while (fd >= 0 && off < n) {
         ssize_t w = write(fd, text + off, n - off);
@@ -148,6 +152,7 @@ static const char *readable_copy(const char *file, char *tmp, size_t size,
         int e = errno;
         if (fd >= 0)
             unlink(tmp);
+        mpress_temp_unregister(copy_slot);
         tmp[0] = '\0';
         mpress_error_at(err, MPRESS_ESYSTEM, file, 0, 0, "",
                         "cannot copy it to a temporary file: %s", strerror(e));
@@ -191,6 +196,7 @@ int cmd_validate(int argc, char **argv)
         }
         if (tmp[0]) {
             unlink(tmp);
+            mpress_temp_unregister(copy_slot);
             if (strcmp(err.file, tmp) == 0) /* messages name what the user gave */
                 snprintf(err.file, sizeof(err.file), "%s", file);
         }

@@ -1,4 +1,7 @@
 /* mpress: profile -> plan -> run. One table of subcommands; each lives in cmd_<name>.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,7 +54,46 @@ int cmd_help(int argc, char **argv)
     return MPRESS_EUSAGE;
 }
 
-int main(int argc, char **argv)
+/* SIGINT, SIGTERM, SIGHUP: remove the temporary files of outputs being written, then die of
+ * the same signal (the shell reports 128 + its number: 130, 143, 129). */
+static void on_signal(int sig)
+{
+    mpress_temp_cleanup();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        /* a signal ignored by whoever started mpress (nohup) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* Standard output that could not be written (a full disk, a closed pipe) fails the command
+ * that otherwise succeeded: exit 4 with a message. */
+static int finish_stdout(int rc)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return rc;
+    int e = errno;
+    if (rc == 0) {
+        fprintf(stderr, "mpress: cannot write standard output: %s\n",
+                e ? strerror(e) : "write error");
+        rc = MPRESS_ESYSTEM;
+    }
+    return rc;
+}
+
+static int run(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -71,4 +113,10 @@ int main(int argc, char **argv)
     fprintf(stderr, "mpress: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return MPRESS_EUSAGE;
+}
+
+int main(int argc, char **argv)
+{
+    catch_signals();
+    return finish_stdout(run(argc, argv));
 }

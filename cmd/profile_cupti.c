@@ -475,13 +475,18 @@ int cmd_profile_cupti(int argc, char **argv)
     if (probe) {
         if (dashdash >= 0 || memory || nvtx_torch || events_keep)
             return cli_usage(cmd, "--probe-bandwidth takes only -o");
-        return probe_bandwidth(out);
+        int rc = cli_check_output(cmd, "-o", out, MPRESS_TOPOLOGY_FORMAT, NULL);
+        return rc ? rc : probe_bandwidth(out);
     }
     if (dashdash < 0)
         return cli_usage(cmd, "CUPTI profiling needs -- COMMAND [ARGS...] (or --events FILE "
                               "-- to analyse a kept trace)");
     char **prog = argv + dashdash + 1;
     int nprog = argc - dashdash - 1;
+    const char *inputs[] = {events_keep ? events_keep : "-", NULL};
+    int orc = cli_check_output(cmd, "-o", out, MPRESS_PROFILE_FORMAT, inputs);
+    if (orc)
+        return orc;
 
     struct mpress_profile p, pm;
     struct mpress_trace_summary s, sm;

@@ -11,10 +11,7 @@
 
 struct mpress_plan;
 
-/* Path of member key inside the object at obj_path ("" is the root). */
-void fmt_path(char *out, size_t size, const char *obj_path, const char *key);
-/* Path of element i inside the array at arr_path. */
-void fmt_index(char *out, size_t size, const char *arr_path, size_t i);
+/* JSON paths: mpress_json_path_key / mpress_json_path_index (mpress/json.h). */
 
 /* Element i of the array arr at arr_path, which must be an object: *out and its path in
  * path[psize], or an error at that path. */
@@ -26,9 +23,6 @@ int fmt_array_object(const struct mpress_json_doc *doc, const json_t *arr, size_
 int fmt_check_keys(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
                    const char *const *keys, struct mpress_error *err);
 
-/* Checks "format" == want and "version" in [1, max_version] of the object at obj_path. */
-int fmt_check_header(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
-                     const char *want, int max_version, struct mpress_error *err);
 
 /* Reads a non-empty string member. */
 int fmt_read_name(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,

@@ -8,22 +8,11 @@
 
 #include "format_internal.h"
 
-void fmt_path(char *out, size_t size, const char *obj_path, const char *key)
-{
-    snprintf(out, size, "%s%s%s", obj_path && obj_path[0] ? obj_path : "",
-             obj_path && obj_path[0] ? "." : "", key);
-}
-
-void fmt_index(char *out, size_t size, const char *arr_path, size_t i)
-{
-    snprintf(out, size, "%s[%zu]", arr_path ? arr_path : "", i);
-}
-
 int fmt_array_object(const struct mpress_json_doc *doc, const json_t *arr, size_t i,
                      const char *arr_path, json_t **out, char *path, size_t psize,
                      struct mpress_error *err)
 {
-    fmt_index(path, psize, arr_path, i);
+    mpress_json_path_index(path, psize, arr_path, i);
     *out = json_array_get(arr, i);
     if (!json_is_object(*out))
         return mpress_json_doc_error(doc, err, path, "expected an object");
@@ -45,32 +34,11 @@ int fmt_check_keys(const struct mpress_json_doc *doc, const json_t *obj, const c
             }
         if (!known) {
             char path[512];
-            fmt_path(path, sizeof(path), obj_path, key);
+            mpress_json_path_key(path, sizeof(path), obj_path, key);
             return mpress_json_doc_error(doc, err, path, "unknown field");
         }
     }
     return 0;
-}
-
-int fmt_check_header(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
-                     const char *want, int max_version, struct mpress_error *err)
-{
-    char fmt[64], path[512];
-    if (mpress_jread_str(doc, obj, obj_path, "format", fmt, sizeof(fmt), err))
-        return MPRESS_EINPUT;
-    if (strcmp(fmt, want) != 0) {
-        fmt_path(path, sizeof(path), obj_path, "format");
-        return mpress_json_doc_error(doc, err, path, "expected \"%s\", got \"%s\"", want, fmt);
-    }
-    int version;
-    fmt_path(path, sizeof(path), obj_path, "version");
-    json_t *v = json_object_get(obj, "version");
-    if (v && json_is_integer(v) &&
-        (json_integer_value(v) < 1 || json_integer_value(v) > max_version))
-        return mpress_json_doc_error(doc, err, path,
-                                     "unsupported %s version %lld (this build reads 1 to %d)",
-                                     want, (long long)json_integer_value(v), max_version);
-    return mpress_jread_int(doc, obj, obj_path, "version", 1, max_version, &version, err);
 }
 
 int fmt_read_name(const struct mpress_json_doc *doc, const json_t *obj, const char *obj_path,
@@ -80,7 +48,7 @@ int fmt_read_name(const struct mpress_json_doc *doc, const json_t *obj, const ch
         return MPRESS_EINPUT;
     if (!out[0]) {
         char path[512];
-        fmt_path(path, sizeof(path), obj_path, key);
+        mpress_json_path_key(path, sizeof(path), obj_path, key);
         return mpress_json_doc_error(doc, err, path, "expected a non-empty string");
     }
     return 0;
@@ -107,7 +75,7 @@ int fmt_read_choice(const struct mpress_json_doc *doc, const json_t *obj, const 
         n += (size_t)k;
     }
     char path[512];
-    fmt_path(path, sizeof(path), obj_path, key);
+    mpress_json_path_key(path, sizeof(path), obj_path, key);
     return mpress_json_doc_error(doc, err, path, "expected one of %s, got \"%s\"", list, s);
 }
 
@@ -118,7 +86,7 @@ int fmt_read_positive(const struct mpress_json_doc *doc, const json_t *obj, cons
         return MPRESS_EINPUT;
     if (!(*out > 0)) {
         char path[512];
-        fmt_path(path, sizeof(path), obj_path, key);
+        mpress_json_path_key(path, sizeof(path), obj_path, key);
         return mpress_json_doc_error(doc, err, path, "expected a positive number, got 0");
     }
     return 0;
@@ -128,12 +96,7 @@ int fmt_read_positive(const struct mpress_json_doc *doc, const json_t *obj, cons
 
 static uint64_t str_hash(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
+    return mpress_fnv1a64(s, strlen(s));
 }
 
 int fmt_names_init(struct fmt_names *s, size_t n)

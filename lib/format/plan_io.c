@@ -11,12 +11,13 @@
 #include "format_internal.h"
 #include "mpress/plan.h"
 
-static const char *const action_names[] = {"keep", "recompute", "host_swap", "d2d_swap", NULL};
+static const char *const action_names[MPRESS_N_ACTIONS + 1] = {"keep", "recompute", "host_swap",
+                                                               "d2d_swap", NULL};
 static const char *const schedule_names[] = {"1f1b", "gpipe", "async", NULL};
 
 const char *mpress_action_name(enum mpress_action a)
 {
-    return (unsigned)a < 4 ? action_names[a] : "unknown";
+    return (unsigned)a < MPRESS_N_ACTIONS ? action_names[a] : "unknown";
 }
 
 /* Index of s in names (NULL-terminated), or -1. */
@@ -263,12 +264,14 @@ static int check_hash(const struct mpress_json_doc *doc, const char *key, const 
     return 0;
 }
 
+/* Stages and actions are read here as values (types, names resolved to indices); what makes
+ * them a valid plan is mpress_plan_check's, called once both are read. */
 static int read_stages(const struct mpress_json_doc *doc, struct mpress_plan *p,
                        struct mpress_error *err)
 {
     json_t *arr;
-    char path[512], sub[512];
-    int n_ops = p->profile.n_ops, n_gpus = p->topology.n_gpus;
+    char path[512];
+    int n_gpus = p->topology.n_gpus;
     if (mpress_jread_array(doc, doc->root, "", "stages", &arr, err))
         return MPRESS_EINPUT;
     size_t n = json_array_size(arr);
@@ -280,9 +283,6 @@ static int read_stages(const struct mpress_json_doc *doc, struct mpress_plan *p,
     if (!p->stages)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
     p->n_stages = (int)n;
-    int runs[MPRESS_MAX_GPUS];
-    for (int g = 0; g < MPRESS_MAX_GPUS; g++)
-        runs[g] = -1;
     for (int i = 0; i < p->n_stages; i++) {
         struct mpress_plan_stage *s = &p->stages[i];
         json_t *js;
@@ -293,36 +293,31 @@ static int read_stages(const struct mpress_json_doc *doc, struct mpress_plan *p,
             mpress_jread_int(doc, js, path, "gpu", INT_MIN, INT_MAX, &s->gpu, err) ||
             mpress_jread_bool(doc, js, path, "optimizer_on_host", &s->optimizer_on_host, err))
             return MPRESS_EINPUT;
-        /* Stages cover the ops in order without gaps or overlaps. */
-        int want_first = i == 0 ? 0 : p->stages[i - 1].last_op + 1;
-        if (s->first_op != want_first) {
-            fmt_path(sub, sizeof(sub), path, "first_op");
-            return mpress_json_doc_error(doc, err, sub,
-                                         "expected %d (stages must cover the ops contiguously, "
-                                         "in order), got %d",
-                                         want_first, s->first_op);
-        }
-        fmt_path(sub, sizeof(sub), path, "last_op");
-        if (s->last_op < s->first_op)
-            return mpress_json_doc_error(doc, err, sub,
-                                         "expected at least first_op (%d), got %d", s->first_op,
-                                         s->last_op);
-        if (s->last_op >= n_ops)
-            return mpress_json_doc_error(doc, err, sub, "op %d does not exist (ops has %d)",
-                                         s->last_op, n_ops);
-        if (i == p->n_stages - 1 && s->last_op != n_ops - 1)
-            return mpress_json_doc_error(doc, err, sub,
-                                         "the last stage must end at the last op (%d), got %d",
-                                         n_ops - 1, s->last_op);
-        fmt_path(sub, sizeof(sub), path, "gpu");
-        if (s->gpu < 0 || s->gpu >= n_gpus)
-            return mpress_json_doc_error(doc, err, sub,
-                                         "GPU %d does not exist (the topology has %d)", s->gpu,
-                                         n_gpus);
-        if (runs[s->gpu] >= 0)
-            return mpress_json_doc_error(doc, err, sub, "GPU %d already runs stages[%d]",
-                                         s->gpu, runs[s->gpu]);
-        runs[s->gpu] = i;
+    }
+    return 0;
+}
+
+static int read_peers(const struct mpress_json_doc *doc, const json_t *ja, const char *path,
+                      struct mpress_plan_action *a, struct mpress_error *err)
+{
+    json_t *peers;
+    char qpath[512];
+    if (mpress_jread_array(doc, ja, path, "peers", &peers, err))
+        return MPRESS_EINPUT;
+    mpress_json_path_key(qpath, sizeof(qpath), path, "peers");
+    size_t np = json_array_size(peers);
+    if (np > MPRESS_MAX_GPUS)
+        return mpress_json_doc_error(doc, err, qpath, "expected at most %d peers, got %zu",
+                                     MPRESS_MAX_GPUS, np);
+    a->n_peers = (int)np;
+    for (int k = 0; k < a->n_peers; k++) {
+        json_t *jq;
+        char epath[512];
+        if (fmt_array_object(doc, peers, (size_t)k, qpath, &jq, epath, sizeof(epath), err) ||
+            fmt_check_keys(doc, jq, epath, peer_keys, err) ||
+            mpress_jread_int(doc, jq, epath, "gpu", INT_MIN, INT_MAX, &a->peers[k], err) ||
+            mpress_jread_u64(doc, jq, epath, "bytes", &a->peer_bytes[k], err))
+            return MPRESS_EINPUT;
     }
     return 0;
 }
@@ -332,7 +327,7 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
 {
     const struct mpress_profile *prof = &p->profile;
     json_t *arr;
-    char path[512], sub[512], qpath[512];
+    char path[512], sub[512];
     int rc = MPRESS_EINPUT;
     if (mpress_jread_array(doc, doc->root, "", "actions", &arr, err))
         return MPRESS_EINPUT;
@@ -345,10 +340,18 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
     int *flat_op = malloc(((size_t)total + 1) * sizeof(int));
     int *flat_k = malloc(((size_t)total + 1) * sizeof(int));
     int *seen = malloc(((size_t)total + 1) * sizeof(int));
-    int *stage_of = malloc((size_t)prof->n_ops * sizeof(int));
     size_t n = json_array_size(arr);
+    if (n > (size_t)total) {
+        mpress_json_path_index(path, sizeof(path), "actions", (size_t)total);
+        rc = mpress_json_doc_error(doc, err, total ? path : "actions",
+                                   "%zu actions for %d saved tensors: every saved tensor needs "
+                                   "exactly one",
+                                   n, total);
+        n = 0;
+        goto done;
+    }
     p->actions = n ? calloc(n, sizeof(*p->actions)) : NULL;
-    if (!flat_op || !flat_k || !seen || !stage_of || (n && !p->actions) ||
+    if (!flat_op || !flat_k || !seen || (n && !p->actions) ||
         fmt_names_init(&ids, (size_t)total)) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto done;
@@ -361,13 +364,10 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
             seen[f] = -1;
             fmt_names_add(&ids, prof->ops[i].tensors[k].id, f);
         }
-    for (int s = 0; s < p->n_stages; s++)
-        for (int i = p->stages[s].first_op; i <= p->stages[s].last_op; i++)
-            stage_of[i] = s;
 
     for (int i = 0; i < p->n_actions; i++) {
         struct mpress_plan_action *a = &p->actions[i];
-        json_t *ja, *peers;
+        json_t *ja;
         char id[sizeof(prof->ops[0].tensors[0].id)];
         int kind;
         if (fmt_array_object(doc, arr, (size_t)i, "actions", &ja, path, sizeof(path), err) ||
@@ -375,14 +375,14 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
             mpress_jread_int(doc, ja, path, "op", INT_MIN, INT_MAX, &a->op, err))
             goto done;
         if (a->op < 0 || a->op >= prof->n_ops) {
-            fmt_path(sub, sizeof(sub), path, "op");
+            mpress_json_path_key(sub, sizeof(sub), path, "op");
             mpress_json_doc_error(doc, err, sub, "op %d does not exist (ops has %d)", a->op,
                                   prof->n_ops);
             goto done;
         }
         if (mpress_jread_str(doc, ja, path, "tensor", id, sizeof(id), err))
             goto done;
-        fmt_path(sub, sizeof(sub), path, "tensor");
+        mpress_json_path_key(sub, sizeof(sub), path, "tensor");
         int f = fmt_names_find(&ids, id);
         if (f < 0) {
             mpress_json_doc_error(doc, err, sub, "tensor \"%s\" does not exist in the profile",
@@ -406,94 +406,12 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
         if (fmt_read_choice(doc, ja, path, "action", action_names, &kind, err))
             goto done;
         a->action = (enum mpress_action)kind;
-        const struct mpress_plan_stage *st = &p->stages[stage_of[a->op]];
-        uint64_t tensor_bytes = prof->ops[a->op].tensors[a->tensor].bytes;
-
-        /* Peers: D2D swaps only, on other GPUs, each once, shares summing to the tensor. */
-        if (mpress_jread_array(doc, ja, path, "peers", &peers, err))
-            goto done;
-        fmt_path(qpath, sizeof(qpath), path, "peers");
-        size_t np = json_array_size(peers);
-        if (a->action != MPRESS_ACTION_D2D_SWAP && np > 0) {
-            mpress_json_doc_error(doc, err, qpath,
-                                  "only d2d_swap actions have peers (this one is %s)",
-                                  action_names[kind]);
-            goto done;
-        }
-        if (a->action == MPRESS_ACTION_D2D_SWAP && (np < 1 || np > MPRESS_MAX_GPUS)) {
-            mpress_json_doc_error(doc, err, qpath, "expected 1 to %d peers for a d2d_swap, got %zu",
-                                  MPRESS_MAX_GPUS, np);
-            goto done;
-        }
-        a->n_peers = (int)np;
-        uint64_t sum = 0;
-        int overflow = 0;
-        for (int k = 0; k < a->n_peers; k++) {
-            json_t *jq;
-            char epath[512], gpath[512];
-            if (fmt_array_object(doc, peers, (size_t)k, qpath, &jq, epath, sizeof(epath), err) ||
-                fmt_check_keys(doc, jq, epath, peer_keys, err) ||
-                mpress_jread_int(doc, jq, epath, "gpu", INT_MIN, INT_MAX, &a->peers[k], err) ||
-                mpress_jread_u64(doc, jq, epath, "bytes", &a->peer_bytes[k], err))
-                goto done;
-            fmt_path(gpath, sizeof(gpath), epath, "gpu");
-            int g = a->peers[k];
-            if (g < 0 || g >= p->topology.n_gpus) {
-                mpress_json_doc_error(doc, err, gpath,
-                                      "GPU %d does not exist (the topology has %d)", g,
-                                      p->topology.n_gpus);
-                goto done;
-            }
-            if (g == st->gpu) {
-                mpress_json_doc_error(doc, err, gpath,
-                                      "GPU %d runs the tensor's own stage (stages[%d]): a D2D "
-                                      "swap goes to another GPU",
-                                      g, stage_of[a->op]);
-                goto done;
-            }
-            for (int q = 0; q < k; q++)
-                if (a->peers[q] == g) {
-                    mpress_json_doc_error(doc, err, gpath, "GPU %d is listed twice (also %s[%d])",
-                                          g, qpath, q);
-                    goto done;
-                }
-            if (a->peer_bytes[k] > UINT64_MAX - sum)
-                overflow = 1;
-            sum += a->peer_bytes[k];
-        }
-        if (a->action == MPRESS_ACTION_D2D_SWAP && (overflow || sum != tensor_bytes)) {
-            mpress_json_doc_error(doc, err, qpath,
-                                  "peer bytes sum to %s%" PRIu64 ", not the tensor's %" PRIu64
-                                  " bytes",
-                                  overflow ? "more than " : "", sum, tensor_bytes);
-            goto done;
-        }
-
-        /* Eviction and prefetch points lie inside the stage that runs the op, at or after the
-         * op: the tensor exists only after its forward and is read by that op's backward,
-         * and backward runs the stage's ops in reverse. */
-        if (mpress_jread_int(doc, ja, path, "evict_after_op", INT_MIN, INT_MAX,
+        if (read_peers(doc, ja, path, a, err) ||
+            mpress_jread_int(doc, ja, path, "evict_after_op", INT_MIN, INT_MAX,
                              &a->evict_after_op, err) ||
             mpress_jread_int(doc, ja, path, "prefetch_before_op", INT_MIN, INT_MAX,
                              &a->prefetch_before_op, err))
             goto done;
-        const char *const keys[2] = {"evict_after_op", "prefetch_before_op"};
-        const int vals[2] = {a->evict_after_op, a->prefetch_before_op};
-        for (int k = 0; k < 2; k++) {
-            fmt_path(sub, sizeof(sub), path, keys[k]);
-            if (a->action == MPRESS_ACTION_KEEP && vals[k] != -1) {
-                mpress_json_doc_error(doc, err, sub, "expected -1 for a kept tensor, got %d",
-                                      vals[k]);
-                goto done;
-            }
-            if (a->action != MPRESS_ACTION_KEEP && (vals[k] < a->op || vals[k] > st->last_op)) {
-                mpress_json_doc_error(doc, err, sub,
-                                      "expected an op in [%d, %d] (from the action's op to the "
-                                      "end of its stage), got %d",
-                                      a->op, st->last_op, vals[k]);
-                goto done;
-            }
-        }
     }
     for (int f = 0; f < total; f++)
         if (seen[f] < 0) {
@@ -504,29 +422,26 @@ static int read_actions(const struct mpress_json_doc *doc, struct mpress_plan *p
                                   flat_k[f]);
             goto done;
         }
-    /* Every tensor has one action and there are no extras, so n_actions == total. */
-    for (int i = 0; i < p->n_actions; i++)
-        if (seen[i] != i) {
-            int want = i, got = 0;
-            for (int f = 0; f < total; f++)
-                if (seen[f] == i)
-                    got = f;
-            fmt_index(path, sizeof(path), "actions", (size_t)i);
-            mpress_json_doc_error(doc, err, path,
-                                  "actions must follow the profile's tensor order: expected "
-                                  "tensor \"%s\" here, got \"%s\"",
-                                  prof->ops[flat_op[want]].tensors[flat_k[want]].id,
-                                  prof->ops[flat_op[got]].tensors[flat_k[got]].id);
-            goto done;
-        }
     rc = 0;
 done:
     fmt_names_free(&ids);
     free(flat_op);
     free(flat_k);
     free(seen);
-    free(stage_of);
     return rc;
+}
+
+/* The plan rules, with the offending value's position in the file. */
+static int check_plan(const struct mpress_json_doc *doc, const struct mpress_plan *p,
+                      struct mpress_error *err)
+{
+    struct mpress_plan_fault f;
+    struct mpress_error e;
+    mpress_error_clear(&e);
+    if (mpress_plan_check(&p->profile, &p->topology, p->micro_batches, p->n_stages, p->stages,
+                          p->n_actions, p->actions, &f, &e) == 0)
+        return 0;
+    return mpress_json_doc_error(doc, err, f.path, "%s", e.text);
 }
 
 static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
@@ -563,7 +478,7 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
             mpress_jread_u64(doc, jg, path, "buffers_bytes", &g->buffers, err) ||
             mpress_jread_u64(doc, jg, path, "reserve_bytes", &g->reserve, err))
             return MPRESS_EINPUT;
-        fmt_path(sub, sizeof(sub), path, "gpu");
+        mpress_json_path_key(sub, sizeof(sub), path, "gpu");
         if (g->gpu != i)
             return mpress_json_doc_error(doc, err, sub, "expected %d (entries follow GPU order), "
                                          "got %d", i, g->gpu);
@@ -571,13 +486,13 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
         for (int s = 0; s < p->n_stages; s++)
             if (p->stages[s].gpu == i)
                 runs = s;
-        fmt_path(sub, sizeof(sub), path, "stage");
+        mpress_json_path_key(sub, sizeof(sub), path, "stage");
         if (g->stage != runs)
             return mpress_json_doc_error(doc, err, sub,
                                          "expected %d (the stage that stages[] maps to GPU %d, "
                                          "-1 for none), got %d",
                                          runs, i, g->stage);
-        fmt_path(sub, sizeof(sub), path, "capacity_bytes");
+        mpress_json_path_key(sub, sizeof(sub), path, "capacity_bytes");
         if (g->capacity != p->topology.gpus[i].memory_bytes)
             return mpress_json_doc_error(doc, err, sub,
                                          "expected the topology GPU's memory_bytes (%" PRIu64
@@ -592,7 +507,7 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
                 overflow = 1;
             sum += parts[k];
         }
-        fmt_path(sub, sizeof(sub), path, "peak_bytes");
+        mpress_json_path_key(sub, sizeof(sub), path, "peak_bytes");
         if (overflow || sum != g->peak)
             return mpress_json_doc_error(doc, err, sub,
                                          "expected the sum of the parts (%s%" PRIu64
@@ -651,13 +566,13 @@ static int read_baselines(const struct mpress_json_doc *doc, struct mpress_plan 
             return MPRESS_EINPUT;
         for (int k = 0; k < i; k++)
             if (strcmp(p->baselines[k].policy, b->policy) == 0) {
-                fmt_path(sub, sizeof(sub), path, "policy");
+                mpress_json_path_key(sub, sizeof(sub), path, "policy");
                 return mpress_json_doc_error(doc, err, sub,
                                              "duplicate baseline \"%s\" (also baselines[%d])",
                                              b->policy, k);
             }
         if (!b->fits && b->iteration_s != 0) {
-            fmt_path(sub, sizeof(sub), path, "iteration_s");
+            mpress_json_path_key(sub, sizeof(sub), path, "iteration_s");
             return mpress_json_doc_error(doc, err, sub,
                                          "expected 0 for a baseline that does not fit, got %g",
                                          b->iteration_s);
@@ -673,7 +588,8 @@ int fmt_plan_from_doc(const struct mpress_json_doc *doc, struct mpress_plan *out
     json_t *obj;
     int kind;
     mpress_plan_init(&p);
-    if (fmt_check_header(doc, doc->root, "", MPRESS_PLAN_FORMAT, MPRESS_PLAN_VERSION, err) ||
+    if (mpress_jread_header(doc, doc->root, "", MPRESS_PLAN_FORMAT, MPRESS_PLAN_VERSION, NULL,
+                            err) ||
         fmt_check_keys(doc, doc->root, "", plan_keys, err) ||
         fmt_read_name(doc, doc->root, "", "generator", p.generator, sizeof(p.generator), err) ||
         fmt_read_name(doc, doc->root, "", "policy", p.policy, sizeof(p.policy), err) ||
@@ -695,7 +611,8 @@ int fmt_plan_from_doc(const struct mpress_json_doc *doc, struct mpress_plan *out
                          err) ||
         mpress_jread_int(doc, doc->root, "", "prefetch_lookahead", 0, INT_MAX,
                          &p.prefetch_lookahead, err) ||
-        read_stages(doc, &p, err) || read_actions(doc, &p, err) || read_gpus(doc, &p, err) ||
+        read_stages(doc, &p, err) || read_actions(doc, &p, err) || check_plan(doc, &p, err) ||
+        read_gpus(doc, &p, err) ||
         mpress_jread_nonneg(doc, doc->root, "", "iteration_s", &p.iteration_s, err) ||
         mpress_jread_nonneg(doc, doc->root, "", "samples_per_s", &p.samples_per_s, err))
         goto fail;

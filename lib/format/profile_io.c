@@ -178,7 +178,7 @@ static int read_model(const struct mpress_json_doc *doc, const json_t *obj, cons
     json_t *jm;
     char path[512];
     int idx;
-    fmt_path(path, sizeof(path), obj_path, "model");
+    mpress_json_path_key(path, sizeof(path), obj_path, "model");
     if (mpress_jread_object(doc, obj, obj_path, "model", &jm, err) ||
         fmt_check_keys(doc, jm, path, model_keys, err) ||
         fmt_read_name(doc, jm, path, "name", m->name, sizeof(m->name), err) ||
@@ -212,8 +212,8 @@ int mpress_profile_from_json(const struct mpress_json_doc *doc, const json_t *ob
     mpress_profile_init(&p);
     if (!json_is_object(obj))
         return mpress_json_doc_error(doc, err, obj_path, "expected an object");
-    if (fmt_check_header(doc, obj, obj_path, MPRESS_PROFILE_FORMAT, MPRESS_PROFILE_VERSION,
-                         err) ||
+    if (mpress_jread_header(doc, obj, obj_path, MPRESS_PROFILE_FORMAT, MPRESS_PROFILE_VERSION,
+                            NULL, err) ||
         fmt_check_keys(doc, obj, obj_path, profile_keys, err) ||
         fmt_read_choice(doc, obj, obj_path, "source", source_names, &idx, err))
         return MPRESS_EINPUT;
@@ -223,15 +223,27 @@ int mpress_profile_from_json(const struct mpress_json_doc *doc, const json_t *ob
         mpress_jread_array(doc, obj, obj_path, "ops", &ops, err))
         return MPRESS_EINPUT;
     char ops_path[512];
-    fmt_path(ops_path, sizeof(ops_path), obj_path, "ops");
+    mpress_json_path_key(ops_path, sizeof(ops_path), obj_path, "ops");
     size_t n_ops = json_array_size(ops);
-    if (n_ops < 1 || n_ops > INT_MAX / 2)
+    if (n_ops < 1)
         return mpress_json_doc_error(doc, err, ops_path, "expected at least one op");
+    if (n_ops > MPRESS_MAX_OPS)
+        return mpress_json_doc_error(doc, err, ops_path,
+                                     "expected at most %d ops (the supported limit), got %zu",
+                                     MPRESS_MAX_OPS, n_ops);
 
     size_t n_tensors_total = 0;
     for (size_t i = 0; i < n_ops; i++) {
         json_t *t = json_object_get(json_array_get(ops, i), "tensors");
         n_tensors_total += json_is_array(t) ? json_array_size(t) : 0;
+        if (n_tensors_total > MPRESS_MAX_TENSORS) {
+            mpress_json_path_index(op_path, sizeof(op_path), ops_path, i);
+            mpress_json_path_key(tpath, sizeof(tpath), op_path, "tensors");
+            return mpress_json_doc_error(doc, err, tpath,
+                                         "more than %d saved tensors in all ops up to this one "
+                                         "(the supported limit)",
+                                         MPRESS_MAX_TENSORS);
+        }
     }
     p.ops = calloc(n_ops, sizeof(*p.ops));
     if (!p.ops || fmt_names_init(&names, n_ops) || fmt_names_init(&ids, n_tensors_total)) {
@@ -262,13 +274,13 @@ int mpress_profile_from_json(const struct mpress_json_doc *doc, const json_t *ob
             goto fail;
         int prev = fmt_names_add(&names, op->name, i);
         if (prev >= 0) {
-            fmt_path(path, sizeof(path), op_path, "name");
+            mpress_json_path_key(path, sizeof(path), op_path, "name");
             mpress_json_doc_error(doc, err, path, "duplicate op name \"%s\" (also ops[%d])",
                                   op->name, prev);
             goto fail;
         }
         size_t nt = json_array_size(jt);
-        fmt_path(tpath, sizeof(tpath), op_path, "tensors");
+        mpress_json_path_key(tpath, sizeof(tpath), op_path, "tensors");
         if (nt > 0) {
             op->tensors = calloc(nt, sizeof(*op->tensors));
             if (!op->tensors) {
@@ -290,14 +302,14 @@ int mpress_profile_from_json(const struct mpress_json_doc *doc, const json_t *ob
                                  &t->recompute_op, err))
                 goto fail;
             if (t->recompute_op < 0 || t->recompute_op >= (int)n_ops) {
-                fmt_path(sub, sizeof(sub), path, "recompute_op");
+                mpress_json_path_key(sub, sizeof(sub), path, "recompute_op");
                 mpress_json_doc_error(doc, err, sub, "op %d does not exist (ops has %zu)",
                                       t->recompute_op, n_ops);
                 goto fail;
             }
             prev = fmt_names_add(&ids, t->id, flat);
             if (prev >= 0) {
-                fmt_path(sub, sizeof(sub), path, "id");
+                mpress_json_path_key(sub, sizeof(sub), path, "id");
                 mpress_json_doc_error(doc, err, sub, "duplicate tensor id \"%s\"", t->id);
                 goto fail;
             }

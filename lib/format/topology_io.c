@@ -109,8 +109,8 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
 
     if (!json_is_object(obj))
         return mpress_json_doc_error(doc, err, obj_path, "expected an object");
-    if (fmt_check_header(doc, obj, obj_path, MPRESS_TOPOLOGY_FORMAT, MPRESS_TOPOLOGY_VERSION,
-                         err) ||
+    if (mpress_jread_header(doc, obj, obj_path, MPRESS_TOPOLOGY_FORMAT, MPRESS_TOPOLOGY_VERSION,
+                            NULL, err) ||
         fmt_check_keys(doc, obj, obj_path, topology_keys, err) ||
         fmt_read_name(doc, obj, obj_path, "name", t.name, sizeof(t.name), err) ||
         mpress_jread_str(doc, obj, obj_path, "description", t.description,
@@ -124,7 +124,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
 
     /* PCIe switches before GPUs, which refer to them. */
     char sw_path[512];
-    fmt_path(sw_path, sizeof(sw_path), obj_path, "pcie_switches");
+    mpress_json_path_key(sw_path, sizeof(sw_path), obj_path, "pcie_switches");
     if (mpress_jread_array(doc, obj, obj_path, "pcie_switches", &arr, err))
         return MPRESS_EINPUT;
     if (json_array_size(arr) < 1 || json_array_size(arr) > MPRESS_MAX_GPUS)
@@ -141,7 +141,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
             mpress_jread_int(doc, js, path, "socket", 0, 1 << 30, &s->socket, err))
             return MPRESS_EINPUT;
         if (s->socket >= t.n_sockets) {
-            fmt_path(sub, sizeof(sub), path, "socket");
+            mpress_json_path_key(sub, sizeof(sub), path, "socket");
             return mpress_json_doc_error(doc, err, sub,
                                          "socket %d does not exist (n_sockets is %d)", s->socket,
                                          t.n_sockets);
@@ -149,7 +149,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
     }
 
     char gpus_path[512];
-    fmt_path(gpus_path, sizeof(gpus_path), obj_path, "gpus");
+    mpress_json_path_key(gpus_path, sizeof(gpus_path), obj_path, "gpus");
     if (mpress_jread_array(doc, obj, obj_path, "gpus", &arr, err))
         return MPRESS_EINPUT;
     if (json_array_size(arr) < 1 || json_array_size(arr) > MPRESS_MAX_GPUS)
@@ -173,11 +173,11 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
             mpress_jread_int(doc, jg, path, "socket", 0, 1 << 30, &g->socket, err))
             return MPRESS_EINPUT;
         if (g->memory_bytes == 0) {
-            fmt_path(sub, sizeof(sub), path, "memory_bytes");
+            mpress_json_path_key(sub, sizeof(sub), path, "memory_bytes");
             return mpress_json_doc_error(doc, err, sub, "expected a positive size, got 0");
         }
         if (g->reserve_bytes > g->memory_bytes) {
-            fmt_path(sub, sizeof(sub), path, "reserve_bytes");
+            mpress_json_path_key(sub, sizeof(sub), path, "reserve_bytes");
             return mpress_json_doc_error(doc, err, sub,
                                          "reserve (%llu bytes) exceeds the GPU's memory (%llu "
                                          "bytes)",
@@ -185,13 +185,13 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
                                          (unsigned long long)g->memory_bytes);
         }
         if (g->pcie_switch >= t.n_switches) {
-            fmt_path(sub, sizeof(sub), path, "pcie_switch");
+            mpress_json_path_key(sub, sizeof(sub), path, "pcie_switch");
             return mpress_json_doc_error(doc, err, sub,
                                          "PCIe switch %d does not exist (pcie_switches has %d)",
                                          g->pcie_switch, t.n_switches);
         }
         if (g->socket >= t.n_sockets) {
-            fmt_path(sub, sizeof(sub), path, "socket");
+            mpress_json_path_key(sub, sizeof(sub), path, "socket");
             return mpress_json_doc_error(doc, err, sub,
                                          "socket %d does not exist (n_sockets is %d)", g->socket,
                                          t.n_sockets);
@@ -200,7 +200,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
 
     /* NVLink matrix: n_gpus rows of n_gpus link counts, symmetric, zero diagonal. */
     char nv_path[512];
-    fmt_path(nv_path, sizeof(nv_path), obj_path, "nvlinks");
+    mpress_json_path_key(nv_path, sizeof(nv_path), obj_path, "nvlinks");
     if (mpress_jread_array(doc, obj, obj_path, "nvlinks", &arr, err))
         return MPRESS_EINPUT;
     if (json_array_size(arr) != (size_t)t.n_gpus)
@@ -209,14 +209,14 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
     int any_link = 0;
     for (int i = 0; i < t.n_gpus; i++) {
         json_t *row = json_array_get(arr, (size_t)i);
-        fmt_index(path, sizeof(path), nv_path, (size_t)i);
+        mpress_json_path_index(path, sizeof(path), nv_path, (size_t)i);
         if (!json_is_array(row) || json_array_size(row) != (size_t)t.n_gpus)
             return mpress_json_doc_error(doc, err, path,
                                          "expected an array of %d link counts (one per GPU)",
                                          t.n_gpus);
         for (int j = 0; j < t.n_gpus; j++) {
             json_t *v = json_array_get(row, (size_t)j);
-            fmt_index(sub, sizeof(sub), path, (size_t)j);
+            mpress_json_path_index(sub, sizeof(sub), path, (size_t)j);
             if (!json_is_integer(v) || json_integer_value(v) < 0 ||
                 json_integer_value(v) > MAX_LINKS)
                 return mpress_json_doc_error(doc, err, sub,
@@ -228,8 +228,8 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
     for (int i = 0; i < t.n_gpus; i++) {
         int sum = 0;
         for (int j = 0; j < t.n_gpus; j++) {
-            fmt_index(path, sizeof(path), nv_path, (size_t)i);
-            fmt_index(sub, sizeof(sub), path, (size_t)j);
+            mpress_json_path_index(path, sizeof(path), nv_path, (size_t)i);
+            mpress_json_path_index(sub, sizeof(sub), path, (size_t)j);
             if (i == j && t.nvlinks[i][j] != 0)
                 return mpress_json_doc_error(doc, err, sub,
                                              "a GPU has no NVLink to itself: expected 0, got %d",
@@ -244,7 +244,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
         /* Point-to-point fabrics use one port per link; on NVSwitch a row repeats the GPU's
          * port count for every peer, so only the per-pair value is bounded. */
         if (t.fabric == MPRESS_FABRIC_DIRECT && sum > t.gpus[i].nvlink_ports) {
-            fmt_index(path, sizeof(path), nv_path, (size_t)i);
+            mpress_json_path_index(path, sizeof(path), nv_path, (size_t)i);
             return mpress_json_doc_error(doc, err, path,
                                          "GPU %d has %d links in total but only %d NVLink ports",
                                          i, sum, t.gpus[i].nvlink_ports);
@@ -252,8 +252,8 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
         if (t.fabric == MPRESS_FABRIC_NVSWITCH)
             for (int j = 0; j < t.n_gpus; j++)
                 if (t.nvlinks[i][j] > t.gpus[i].nvlink_ports) {
-                    fmt_index(path, sizeof(path), nv_path, (size_t)i);
-                    fmt_index(sub, sizeof(sub), path, (size_t)j);
+                    mpress_json_path_index(path, sizeof(path), nv_path, (size_t)i);
+                    mpress_json_path_index(sub, sizeof(sub), path, (size_t)j);
                     return mpress_json_doc_error(doc, err, sub,
                                                  "%d links exceed GPU %d's %d NVLink ports",
                                                  t.nvlinks[i][j], i, t.gpus[i].nvlink_ports);
@@ -263,7 +263,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
                             err))
         return MPRESS_EINPUT;
     if (any_link && !(t.nvlink_bytes_per_s > 0)) {
-        fmt_path(path, sizeof(path), obj_path, "nvlink_bytes_per_s");
+        mpress_json_path_key(path, sizeof(path), obj_path, "nvlink_bytes_per_s");
         return mpress_json_doc_error(doc, err, path,
                                      "expected a positive number: the server has NVLinks");
     }
@@ -278,7 +278,7 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
         return MPRESS_EINPUT;
     snprintf(t.bandwidth_source, sizeof(t.bandwidth_source), "%s", bandwidth_sources[idx]);
     if (t.n_sockets > 1 && !(t.socket_link_bytes_per_s > 0)) {
-        fmt_path(path, sizeof(path), obj_path, "socket_link_bytes_per_s");
+        mpress_json_path_key(path, sizeof(path), obj_path, "socket_link_bytes_per_s");
         return mpress_json_doc_error(doc, err, path,
                                      "expected a positive number: the server has %d sockets",
                                      t.n_sockets);

@@ -17,46 +17,39 @@ double mpress_kernel_time(const struct mpress_model_kernel *k, const struct mpre
     return t_flop > t_mem ? t_flop : t_mem;
 }
 
-int mpress_profile_analytic(const struct mpress_model_config *m, const struct mpress_gpu_spec *gpu,
-                            struct mpress_profile *out, struct mpress_error *err)
+void mpress_optimizer_step_traffic(const struct mpress_model_config *m, double param_bytes,
+                                   double grad_bytes, double optim_bytes,
+                                   struct mpress_optimizer_traffic *out)
 {
-    mpress_error_clear(err);
-    if (!gpu || !(gpu->flops_fp16 > 0) || !(gpu->flops_fp32 > 0) || !(gpu->hbm_bytes_per_s > 0))
-        return mpress_error_set(err, MPRESS_EUSAGE, "a GPU with peak FLOP/s and bandwidth is "
-                                                    "needed for an analytic profile");
-    /* A bf16 model on a GPU without bf16 tensor cores would be timed at a rate it cannot
-     * reach (Volta runs bf16 without tensor cores); refuse rather than mislead. */
-    if (strcmp(m->dtype, "bf16") == 0 && !gpu->bf16)
-        return mpress_error_set(err, MPRESS_EUSAGE,
-                                "%s has no bf16 tensor cores: use --dtype fp16 or a GPU from "
-                                "A100 on",
-                                gpu->model ? gpu->model : gpu->key);
-    struct mpress_model model;
-    int rc = mpress_model_build(m, &model, err);
-    if (rc)
-        return rc;
-    enum mpress_dtype act;
-    mpress_dtype_parse(m->dtype, &act);
-    int wb, gb, ob;
+    /* mpress_model_state_bytes: in fp32 the weights are the master copy and the optimizer
+     * states are only the moments; in 16-bit mixed precision the states hold the fp32 master
+     * and the 16-bit weights are a copy written from it. */
+    int weights_are_master = strcmp(m->dtype, "fp32") == 0;
+    out->memory_bytes = grad_bytes + 2.0 * optim_bytes +
+                        (weights_are_master ? 2.0 : 1.0) * param_bytes;
+    out->pcie_down_bytes = grad_bytes;
+    out->pcie_up_bytes = param_bytes;
+}
+
+int mpress_profile_from_model(const struct mpress_model *model, const double *fwd_s,
+                              const double *bwd_s, const char *source, const char *device,
+                              struct mpress_profile *out, struct mpress_error *err)
+{
+    const struct mpress_model_config *m = &model->config;
+    int rc, wb, gb, ob;
     mpress_model_state_bytes(m, &wb, &gb, &ob);
 
-    struct mpress_op *ops = calloc((size_t)model.n_ops, sizeof(*ops));
-    double *fwd = calloc((size_t)model.n_ops, sizeof(double));
-    if (!ops || !fwd) {
-        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-        goto fail;
-    }
-    for (int i = 0; i < model.n_ops; i++)
-        for (int k = 0; k < model.ops[i].n_kernels; k++)
-            fwd[i] += mpress_kernel_time(&model.ops[i].kernels[k], gpu, act);
-    for (int i = 0; i < model.n_ops; i++) {
-        const struct mpress_model_op *mo = &model.ops[i];
+    struct mpress_op *ops = calloc((size_t)model->n_ops, sizeof(*ops));
+    if (!ops)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    for (int i = 0; i < model->n_ops; i++) {
+        const struct mpress_model_op *mo = &model->ops[i];
         struct mpress_op *po = &ops[i];
         snprintf(po->name, sizeof(po->name), "%s", mo->name);
         snprintf(po->kind, sizeof(po->kind), "%s", mo->kind);
         po->layer = mo->layer;
-        po->fwd_s = fwd[i];
-        po->bwd_s = fwd[i] * mo->bwd_factor;
+        po->fwd_s = fwd_s[i];
+        po->bwd_s = bwd_s[i];
         po->fwd_flops = mo->fwd_flops;
         /* A weight tied to another op's (GPT's and BERT's output projection = the word
          * embedding) is counted once, at its owner, in params. Megatron-LM keeps a second copy
@@ -94,25 +87,59 @@ int mpress_profile_analytic(const struct mpress_model_config *m, const struct mp
             snprintf(st->name, sizeof(st->name), "%s", t->role);
             st->bytes = t->bytes;
             st->recompute_op = t->producer;
-            st->recompute_s = fwd[t->producer];
+            st->recompute_s = fwd_s[t->producer];
         }
     }
     mpress_profile_finish(out);
     mpress_profile_init(out);
-    snprintf(out->source, sizeof(out->source), "analytic");
-    snprintf(out->device, sizeof(out->device), "%s", gpu->model ? gpu->model : gpu->key);
+    snprintf(out->source, sizeof(out->source), "%s", source);
+    snprintf(out->device, sizeof(out->device), "%s", device);
     out->model = *m;
-    out->n_ops = model.n_ops;
+    out->n_ops = model->n_ops;
     out->ops = ops;
-    free(fwd);
-    mpress_model_finish(&model);
     return 0;
 fail:
-    if (ops)
-        for (int i = 0; i < model.n_ops; i++)
-            free(ops[i].tensors);
+    for (int i = 0; i < model->n_ops; i++)
+        free(ops[i].tensors);
     free(ops);
+    return rc;
+}
+
+int mpress_profile_analytic(const struct mpress_model_config *m, const struct mpress_gpu_spec *gpu,
+                            struct mpress_profile *out, struct mpress_error *err)
+{
+    mpress_error_clear(err);
+    if (!gpu || !(gpu->flops_fp16 > 0) || !(gpu->flops_fp32 > 0) || !(gpu->hbm_bytes_per_s > 0))
+        return mpress_error_set(err, MPRESS_EUSAGE, "a GPU with peak FLOP/s and bandwidth is "
+                                                    "needed for an analytic profile");
+    /* A bf16 model on a GPU without bf16 tensor cores would be timed at a rate it cannot
+     * reach (Volta runs bf16 without tensor cores); refuse rather than mislead. */
+    if (strcmp(m->dtype, "bf16") == 0 && !gpu->bf16)
+        return mpress_error_set(err, MPRESS_EUSAGE,
+                                "%s has no bf16 tensor cores: use --dtype fp16 or a GPU from "
+                                "A100 on",
+                                gpu->model ? gpu->model : gpu->key);
+    struct mpress_model model;
+    int rc = mpress_model_build(m, &model, err);
+    if (rc)
+        return rc;
+    enum mpress_dtype act;
+    mpress_dtype_parse(m->dtype, &act);
+    double *fwd = calloc((size_t)model.n_ops, sizeof(double));
+    double *bwd = calloc((size_t)model.n_ops, sizeof(double));
+    if (!fwd || !bwd) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    } else {
+        for (int i = 0; i < model.n_ops; i++) {
+            for (int k = 0; k < model.ops[i].n_kernels; k++)
+                fwd[i] += mpress_kernel_time(&model.ops[i].kernels[k], gpu, act);
+            bwd[i] = fwd[i] * model.ops[i].bwd_factor;
+        }
+        rc = mpress_profile_from_model(&model, fwd, bwd, "analytic",
+                                       gpu->model ? gpu->model : gpu->key, out, err);
+    }
     free(fwd);
+    free(bwd);
     mpress_model_finish(&model);
     return rc;
 }

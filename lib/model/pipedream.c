@@ -50,6 +50,56 @@ static void collapse(const char *s, size_t n, char *out, size_t size)
     out[k] = '\0';
 }
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when the bytes there are not one
+ * (overlong forms, surrogates and code points above U+10FFFF are not). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, min = 0x10000;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    unsigned cp = c & (0x3F >> (len - 1));
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+/* Byte offset of the first byte of s[0..n) that does not start valid UTF-8, or n. */
+static size_t utf8_invalid_at(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len((const unsigned char *)s + i, n - i);
+        if (!k)
+            return i;
+        i += k;
+    }
+    return n;
+}
+
+/* Largest k <= n that does not cut a UTF-8 sequence of s in two. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
 /* A node id: one token without spaces. */
 static int valid_id(const char *s, size_t n)
 {
@@ -166,7 +216,8 @@ static int parse_node(struct parser *p, int line, const char *s, const char *end
 {
     const char *a = strstr(s, " -- ");
     const char *b = a ? find_last(s, end, " -- ") : NULL;
-    if (!a || a == b || a >= end || b >= end)
+    /* b must start after a's separator ends: in "a -- -- b" the two overlap */
+    if (!a || !b || b < a + 4 || a >= end || b >= end)
         return fail_at(p, line, 1, "expected 'ID -- DESCRIPTION -- ATTRIBUTES'%s", "");
     if (!valid_id(s, (size_t)(a - s)))
         return fail_at(p, line, 1, "bad node id%s", "");
@@ -182,16 +233,14 @@ static int parse_node(struct parser *p, int line, const char *s, const char *end
     struct mpress_pipedream_node *nd = &g->nodes[g->n_nodes];
     memset(nd, 0, sizeof(*nd));
     snprintf(nd->id, sizeof(nd->id), "%.*s", (int)(a - s), s);
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i].id, nd->id))
-            return fail_at(p, line, 1, "node '%s' defined twice", nd->id);
     const char *d = a + 4;
     char full[4096];
     collapse(d, (size_t)(b - d), full, sizeof(full));
     if (!full[0])
         return fail_at(p, line, (int)(d - s) + 1, "empty description%s", "");
     /* desc is informational and may be cut; kind below keeps long descriptions apart */
-    size_t dn = strlen(full) < sizeof(nd->desc) ? strlen(full) : sizeof(nd->desc) - 1;
+    size_t dn = strlen(full) < sizeof(nd->desc) ? strlen(full)
+                                                : utf8_cut(full, sizeof(nd->desc) - 1);
     memcpy(nd->desc, full, dn);
     nd->desc[dn] = '\0';
     /* kind (the class the planner groups by) must fit 47 characters: long descriptions keep a
@@ -201,7 +250,7 @@ static int parse_node(struct parser *p, int line, const char *s, const char *end
     } else {
         char hex[17];
         mpress_hash_hex(full, strlen(full), hex);
-        snprintf(nd->kind, sizeof(nd->kind), "%.38s~%.8s", full, hex);
+        snprintf(nd->kind, sizeof(nd->kind), "%.*s~%.8s", (int)utf8_cut(full, 38), full, hex);
     }
     nd->line = line;
     int rc = parse_attrs(p, line, s, b + 4, nd);
@@ -251,12 +300,55 @@ static int parse_edge(struct parser *p, int line, const char *s, const char *end
     return 0;
 }
 
-static int find_node(const struct mpress_pipedream_graph *g, const char *id)
+/* Node indices sorted by id (ties by index): duplicates are neighbours and edges resolve by
+ * binary search, so a graph of n nodes and e edges loads in O((n + e) log n). */
+static const struct mpress_pipedream_node *sort_nodes;
+
+static int cmp_node_id(const void *a, const void *b)
 {
+    int x = *(const int *)a, y = *(const int *)b;
+    int c = strcmp(sort_nodes[x].id, sort_nodes[y].id);
+    return c ? c : (x > y) - (x < y);
+}
+
+static int *index_by_id(const struct mpress_pipedream_graph *g)
+{
+    int *idx = malloc(((size_t)g->n_nodes + 1) * sizeof(int));
+    if (!idx)
+        return NULL;
     for (int i = 0; i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i].id, id))
-            return i;
-    return -1;
+        idx[i] = i;
+    sort_nodes = g->nodes;
+    qsort(idx, (size_t)g->n_nodes, sizeof(int), cmp_node_id);
+    sort_nodes = NULL;
+    return idx;
+}
+
+static int find_node(const struct mpress_pipedream_graph *g, const int *by_id, const char *id)
+{
+    int lo = 0, hi = g->n_nodes;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (strcmp(g->nodes[by_id[mid]].id, id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < g->n_nodes && !strcmp(g->nodes[by_id[lo]].id, id) ? by_id[lo] : -1;
+}
+
+/* The node defined again with the smallest line (the first a line-by-line reader meets), or
+ * -1 when every id is unique. */
+static int first_duplicate(const struct mpress_pipedream_graph *g, const int *by_id)
+{
+    int dup = -1;
+    for (int k = 1; k < g->n_nodes; k++) {
+        int a = by_id[k - 1], b = by_id[k];
+        if (strcmp(g->nodes[a].id, g->nodes[b].id) == 0 &&
+            (dup < 0 || g->nodes[b].line < g->nodes[dup].line))
+            dup = b; /* b > a: the later definition */
+    }
+    return dup;
 }
 
 /* Ordering key: the number in "node<N>", else after all numbered nodes in file order. */
@@ -270,50 +362,107 @@ static long node_key(const struct mpress_pipedream_node *n)
     return (*end || errno || v < 0) ? LONG_MAX : v;
 }
 
+/* Min-heap of ready nodes by (key, index). */
+struct heap {
+    int *v;
+    int n;
+    const long *key;
+};
+
+static int heap_less(const struct heap *h, int a, int b)
+{
+    return h->key[a] != h->key[b] ? h->key[a] < h->key[b] : a < b;
+}
+
+static void heap_push(struct heap *h, int x)
+{
+    int i = h->n++;
+    while (i > 0 && heap_less(h, x, h->v[(i - 1) / 2])) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = x;
+}
+
+static int heap_pop(struct heap *h)
+{
+    int top = h->v[0], x = h->v[--h->n], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && heap_less(h, h->v[c + 1], h->v[c]))
+            c++;
+        if (!heap_less(h, h->v[c], x))
+            break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n > 0)
+        h->v[i] = x;
+    return top;
+}
+
+/* Kahn's algorithm taking the ready node of smallest key (then smallest index) each time:
+ * O((n + e) log n). */
 static int topo_order(struct parser *p)
 {
     struct mpress_pipedream_graph *g = p->g;
-    int n = g->n_nodes;
-    int *indeg = calloc((size_t)n, sizeof(int));
-    int *done = calloc((size_t)n, sizeof(int));
-    long *key = calloc((size_t)n, sizeof(long));
-    g->order = calloc((size_t)n, sizeof(int));
-    if (!indeg || !done || !key || !g->order) {
-        free(indeg);
-        free(done);
-        free(key);
-        return mpress_error_set(p->err, MPRESS_ESYSTEM, "out of memory");
+    int n = g->n_nodes, m = g->n_edges;
+    int *indeg = calloc((size_t)n + 1, sizeof(int));
+    int *first = calloc((size_t)n + 2, sizeof(int)); /* out-edges of u: adj[first[u]..first[u+1]) */
+    int *adj = malloc(((size_t)m + 1) * sizeof(int));
+    long *key = calloc((size_t)n + 1, sizeof(long));
+    struct heap h = {malloc(((size_t)n + 1) * sizeof(int)), 0, key};
+    g->order = calloc((size_t)n + 1, sizeof(int));
+    int rc = 0;
+    if (!indeg || !first || !adj || !key || !h.v || !g->order) {
+        rc = mpress_error_set(p->err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
     }
     for (int i = 0; i < n; i++)
         key[i] = node_key(&g->nodes[i]);
-    for (int e = 0; e < g->n_edges; e++)
+    for (int e = 0; e < m; e++) {
         indeg[g->edges[e].dst]++;
-    int rc = 0;
-    for (int k = 0; k < n; k++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            if (done[i] || indeg[i])
-                continue;
-            if (best < 0 || key[i] < key[best])
-                best = i;
-        }
-        if (best < 0) {
-            int first = 0;
-            while (done[first])
-                first++;
-            rc = fail_at(p, g->nodes[first].line, 1,
-                         "the graph has a cycle: node '%s' is never ready", g->nodes[first].id);
-            break;
-        }
-        done[best] = 1;
-        g->order[k] = best;
-        for (int e = 0; e < g->n_edges; e++)
-            if (g->edges[e].src == best)
-                indeg[g->edges[e].dst]--;
+        first[g->edges[e].src + 1]++;
     }
+    for (int u = 0; u < n; u++)
+        first[u + 1] += first[u];
+    int *fill = calloc((size_t)n + 1, sizeof(int));
+    if (!fill) {
+        rc = mpress_error_set(p->err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
+    }
+    for (int e = 0; e < m; e++) {
+        int u = g->edges[e].src;
+        adj[first[u] + fill[u]++] = g->edges[e].dst;
+    }
+    free(fill);
+    for (int i = 0; i < n; i++)
+        if (!indeg[i])
+            heap_push(&h, i);
+    int k = 0;
+    for (; k < n && h.n > 0; k++) {
+        int best = heap_pop(&h);
+        g->order[k] = best;
+        indeg[best] = -1; /* done */
+        for (int j = first[best]; j < first[best + 1]; j++)
+            if (--indeg[adj[j]] == 0)
+                heap_push(&h, adj[j]);
+    }
+    if (k < n) {
+        int left = 0;
+        while (indeg[left] < 0)
+            left++;
+        rc = fail_at(p, g->nodes[left].line, 1, "the graph has a cycle: node '%s' is never ready",
+                     g->nodes[left].id);
+    }
+done:
     free(indeg);
-    free(done);
+    free(first);
+    free(adj);
     free(key);
+    free(h.v);
     return rc;
 }
 
@@ -338,6 +487,16 @@ int mpress_pipedream_load(const char *file, struct mpress_pipedream_graph *out,
             rc = fail_at(&p, line, 0, "not a text file: contains a NUL byte%s", "");
             break;
         }
+        size_t bad = utf8_invalid_at(buf, (size_t)(end - buf));
+        if (bad < (size_t)(end - buf)) {
+            int col = 1;
+            for (size_t i = 0; i < bad; i++)
+                col += ((unsigned char)buf[i] & 0xC0) != 0x80;
+            char what[8];
+            snprintf(what, sizeof(what), "0x%02x", (unsigned char)buf[bad]);
+            rc = fail_at(&p, line, col, "not UTF-8 text: byte %s", what);
+            break;
+        }
         while (end > buf && end[-1] == '\r')
             end--;
         *end = '\0';
@@ -350,17 +509,28 @@ int mpress_pipedream_load(const char *file, struct mpress_pipedream_graph *out,
                                              : parse_node(&p, line, buf, end);
     }
     free(text);
+    int *by_id = index_by_id(out);
+    if (!by_id) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    } else {
+        /* A node defined twice before the first other error is the error to report. */
+        int dup = first_duplicate(out, by_id);
+        if (dup >= 0 && (!rc || (rc == MPRESS_EINPUT && err->line > out->nodes[dup].line)))
+            rc = fail_at(&p, out->nodes[dup].line, 1, "node '%s' defined twice",
+                         out->nodes[dup].id);
+    }
     if (!rc && out->n_nodes == 0)
         rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "no node lines");
     for (int e = 0; !rc && e < out->n_edges; e++) {
-        out->edges[e].src = find_node(out, p.edge_src[e]);
-        out->edges[e].dst = find_node(out, p.edge_dst[e]);
+        out->edges[e].src = find_node(out, by_id, p.edge_src[e]);
+        out->edges[e].dst = find_node(out, by_id, p.edge_dst[e]);
         const char *missing = out->edges[e].src < 0 ? p.edge_src[e]
                               : out->edges[e].dst < 0 ? p.edge_dst[e]
                                                       : NULL;
         if (missing)
             rc = fail_at(&p, out->edges[e].line, 0, "edge names unknown node '%s'", missing);
     }
+    free(by_id);
     for (int e = 0; e < out->n_edges; e++) {
         free(p.edge_src[e]);
         free(p.edge_dst[e]);
@@ -396,6 +566,16 @@ static void stem(const char *file, char *out, size_t size)
         if (n > k && !strcmp(out + n - k, suffixes[i]))
             out[n - k] = '\0';
     }
+    /* The name goes into JSON: bytes of a file name that are not UTF-8 become '?'. */
+    size_t n = strlen(out);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len((const unsigned char *)out + i, n - i);
+        if (!k) {
+            out[i++] = '?';
+            continue;
+        }
+        i += k;
+    }
 }
 
 /* Node i has no incoming edge and its description starts with "Input". */
@@ -419,8 +599,9 @@ int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out
     int n = g.n_nodes;
     int *pos = calloc((size_t)n, sizeof(int));
     int *last = calloc((size_t)n, sizeof(int));
+    uint64_t *delta = calloc((size_t)n + 1, sizeof(uint64_t));
     struct mpress_op *ops = calloc((size_t)n, sizeof(*ops));
-    if (!pos || !last || !ops) {
+    if (!pos || !last || !ops || !delta) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto fail;
     }
@@ -434,6 +615,28 @@ int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out
         if (pos[v] > last[u])
             last[u] = pos[v];
     }
+    /* An activation crosses every cut from its producer's position up to (not including) its
+     * last consumer's: add it at the first, take it away at the second, sum as k advances. */
+    /* The bytes crossing a cut are at most the sum of all activations: that sum must fit the
+     * profile's 63-bit sizes (checked before it can pass 2^63: each term is below 9e15). */
+    uint64_t total = 0;
+    for (int k = 0; k < n; k++) {
+        const struct mpress_pipedream_node *nd = &g.nodes[g.order[k]];
+        total += (uint64_t)llround(nd->activation_bytes); /* each <= 9e15: cannot wrap */
+        if (total > (uint64_t)INT64_MAX) {
+            rc = mpress_error_at(err, MPRESS_EINPUT, file, nd->line, 0, "",
+                                 "the activations up to node '%s' sum to more than 2^63-1 bytes",
+                                 nd->id);
+            goto fail;
+        }
+    }
+    for (int u = 0; u < n; u++)
+        if (last[u] > pos[u]) {
+            uint64_t a = (uint64_t)llround(g.nodes[u].activation_bytes);
+            delta[pos[u]] += a;
+            delta[last[u]] -= a;
+        }
+    uint64_t cross = 0;
     for (int k = 0; k < n; k++) {
         const struct mpress_pipedream_node *nd = &g.nodes[g.order[k]];
         struct mpress_op *op = &ops[k];
@@ -458,12 +661,7 @@ int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out
         op->grad_bytes = pbytes;
         op->optim_bytes = 2 * pbytes;
         /* Everything produced at or before k and read after k crosses a cut after k. */
-        uint64_t cross = 0;
-        for (int j = 0; j <= k; j++) {
-            int u = g.order[j];
-            if (last[u] > k)
-                cross += (uint64_t)llround(g.nodes[u].activation_bytes);
-        }
+        cross += delta[k];
         op->output_bytes = cross;
         uint64_t abytes = (uint64_t)llround(nd->activation_bytes);
         if (abytes > 0) {
@@ -493,6 +691,7 @@ int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out
     out->ops = ops;
     free(pos);
     free(last);
+    free(delta);
     mpress_pipedream_finish(&g);
     return 0;
 fail:
@@ -502,6 +701,7 @@ fail:
     free(ops);
     free(pos);
     free(last);
+    free(delta);
     mpress_pipedream_finish(&g);
     return rc;
 }

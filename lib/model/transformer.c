@@ -94,10 +94,33 @@ static struct mpress_model_tensor tz(const char *role, enum mpress_dtype t, int 
     return x;
 }
 
-static struct mpress_model_op *op_new(struct builder *bd, const char *kind, int layer)
+/* Indexed by enum mpress_op_kind. */
+static const char *const op_kind_names[MPRESS_N_OP_KINDS] = {
+    "embedding", "ln1",      "qkv",  "attn_core",    "attn_proj",       "attn_residual", "ln2",
+    "mlp_up",    "gelu",     "mlp_down", "mlp_residual", "final_layernorm", "head",       "loss",
+};
+
+const char *mpress_op_kind_name(enum mpress_op_kind k)
+{
+    return (unsigned)k < MPRESS_N_OP_KINDS ? op_kind_names[k] : "unknown";
+}
+
+int mpress_op_kind_parse(const char *s, enum mpress_op_kind *out)
+{
+    for (int i = 0; i < MPRESS_N_OP_KINDS; i++)
+        if (s && strcmp(s, op_kind_names[i]) == 0) {
+            *out = (enum mpress_op_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+static struct mpress_model_op *op_new(struct builder *bd, enum mpress_op_kind k, int layer)
 {
     struct mpress_model_op *op = &bd->m->ops[bd->m->n_ops++];
+    const char *kind = mpress_op_kind_name(k);
     memset(op, 0, sizeof(*op));
+    op->op_kind = k;
     if (layer >= 0)
         snprintf(op->name, sizeof(op->name), "layer%d.%s", layer, kind);
     else
@@ -149,7 +172,7 @@ static struct mpress_model_tensor act3(struct builder *bd, const char *role, int
 }
 
 /* LayerNorm over h: reads x, writes y; saves its input. Returns the op index. */
-static int layernorm(struct builder *bd, const char *kind, int layer, int x)
+static int layernorm(struct builder *bd, enum mpress_op_kind kind, int layer, int x)
 {
     struct mpress_model_op *op = op_new(bd, kind, layer);
     int self = op_index(bd, op);
@@ -165,7 +188,7 @@ static int layernorm(struct builder *bd, const char *kind, int layer, int x)
 }
 
 /* y = x W^T + bias with W [n, k]: x [s, b, k] -> y [s, b, n]; saves its input. */
-static int linear(struct builder *bd, const char *kind, int layer, int x, int64_t k, int64_t n)
+static int linear(struct builder *bd, enum mpress_op_kind kind, int layer, int x, int64_t k, int64_t n)
 {
     struct mpress_model_op *op = op_new(bd, kind, layer);
     int self = op_index(bd, op);
@@ -182,7 +205,7 @@ static int linear(struct builder *bd, const char *kind, int layer, int x, int64_
 }
 
 /* Dropout of the branch, then the residual add: y = x + dropout(branch); saves the mask. */
-static int residual(struct builder *bd, const char *kind, int layer, int branch, int x)
+static int residual(struct builder *bd, enum mpress_op_kind kind, int layer, int branch, int x)
 {
     struct mpress_model_op *op = op_new(bd, kind, layer);
     int self = op_index(bd, op);
@@ -199,7 +222,7 @@ static int residual(struct builder *bd, const char *kind, int layer, int branch,
 /* Scores, softmax, dropout and context: qkv [s, b, 3h] -> context [s, b, h]. */
 static int attn_core(struct builder *bd, int layer, int qkv)
 {
-    struct mpress_model_op *op = op_new(bd, "attn_core", layer);
+    struct mpress_model_op *op = op_new(bd, MPRESS_OP_ATTN_CORE, layer);
     int self = op_index(bd, op);
     int e = mpress_dtype_size(bd->act);
     int64_t s = bd->s, b = bd->b, a = bd->a, d = bd->d;
@@ -231,7 +254,7 @@ static int attn_core(struct builder *bd, int layer, int qkv)
 
 static int gelu(struct builder *bd, int layer, int x)
 {
-    struct mpress_model_op *op = op_new(bd, "gelu", layer);
+    struct mpress_model_op *op = op_new(bd, MPRESS_OP_GELU, layer);
     int self = op_index(bd, op);
     int e = mpress_dtype_size(bd->act);
     add_input(op, act3(bd, "input", x, bd->f));
@@ -243,7 +266,7 @@ static int gelu(struct builder *bd, int layer, int x)
 
 static int embedding(struct builder *bd)
 {
-    struct mpress_model_op *op = op_new(bd, "embedding", -1);
+    struct mpress_model_op *op = op_new(bd, MPRESS_OP_EMBEDDING, -1);
     int self = op_index(bd, op);
     int e = mpress_dtype_size(bd->act);
     double sb = (double)bd->s * bd->b, sbh = sb * bd->h;
@@ -268,7 +291,7 @@ static int embedding(struct builder *bd)
  * the first token (Devlin et al. 2019). */
 static int head(struct builder *bd, int x, int emb)
 {
-    struct mpress_model_op *op = op_new(bd, "head", -1);
+    struct mpress_model_op *op = op_new(bd, MPRESS_OP_HEAD, -1);
     int self = op_index(bd, op);
     int e = mpress_dtype_size(bd->act);
     int64_t s = bd->s, b = bd->b, h = bd->h, v = bd->v;
@@ -308,10 +331,11 @@ static int head(struct builder *bd, int x, int emb)
 }
 
 /* Softmax cross-entropy; keeps the softmax in fp32 for backward (Korthikanti et al. 2022,
- * section 4, input and output layers: 4·s·b·v bytes). */
+ * section 4, input and output layers: 4·s·b·v bytes). BERT also keeps its NSP softmax in fp32
+ * (4·b·2 bytes), so that backward needs none of the activations it was given. */
 static int loss(struct builder *bd, int logits)
 {
-    struct mpress_model_op *op = op_new(bd, "loss", -1);
+    struct mpress_model_op *op = op_new(bd, MPRESS_OP_LOSS, -1);
     int self = op_index(bd, op);
     int e = mpress_dtype_size(bd->act);
     int64_t s = bd->s, b = bd->b, v = bd->v;
@@ -324,6 +348,8 @@ static int loss(struct builder *bd, int logits)
     }
     add_output(op, tz("loss", MPRESS_DTYPE_FP32, self, 0, 1, 0, 0, 0));
     add_saved(op, tz("softmax", MPRESS_DTYPE_FP32, self, 0, s, b, v, 0));
+    if (bd->bert)
+        add_saved(op, tz("nsp_softmax", MPRESS_DTYPE_FP32, self, 0, b, 2, 0, 0));
     add_kernel(op, "cross_entropy", MPRESS_KERNEL_MEMORY, 0, (double)e * sbv + 4.0 * sbv +
                                                                8.0 * s * b);
     return self;
@@ -346,9 +372,9 @@ static void finish_op(struct builder *bd, struct mpress_model_op *op)
     for (int i = 0; i < op->n_outputs; i++)
         w += op->outputs[i].bytes;
     uint64_t s = (uint64_t)bd->s, b = (uint64_t)bd->b;
-    if (strcmp(op->kind, "attn_core") == 0 && !bd->flash)
+    if (op->op_kind == MPRESS_OP_ATTN_CORE && !bd->flash)
         w += 2 * (uint64_t)bd->a * s * s * b * (uint64_t)mpress_dtype_size(bd->act);
-    if (strcmp(op->kind, "loss") == 0)
+    if (op->op_kind == MPRESS_OP_LOSS)
         w += 4 * s * b * (uint64_t)bd->v;
     op->workspace_bytes = w;
 }
@@ -411,18 +437,18 @@ int mpress_model_build(const struct mpress_model_config *cfg, struct mpress_mode
     int emb = embedding(&bd);
     int x = emb; /* the op whose output 0 is the residual stream */
     for (int l = 0; l < cfg->layers; l++) {
-        int ln1 = layernorm(&bd, "ln1", l, x);
-        int qkv = linear(&bd, "qkv", l, ln1, bd.h, 3 * bd.h);
+        int ln1 = layernorm(&bd, MPRESS_OP_LN1, l, x);
+        int qkv = linear(&bd, MPRESS_OP_QKV, l, ln1, bd.h, 3 * bd.h);
         int core = attn_core(&bd, l, qkv);
-        int proj = linear(&bd, "attn_proj", l, core, bd.h, bd.h);
-        int x1 = residual(&bd, "attn_residual", l, proj, x);
-        int ln2 = layernorm(&bd, "ln2", l, x1);
-        int up = linear(&bd, "mlp_up", l, ln2, bd.h, bd.f);
+        int proj = linear(&bd, MPRESS_OP_ATTN_PROJ, l, core, bd.h, bd.h);
+        int x1 = residual(&bd, MPRESS_OP_ATTN_RESIDUAL, l, proj, x);
+        int ln2 = layernorm(&bd, MPRESS_OP_LN2, l, x1);
+        int up = linear(&bd, MPRESS_OP_MLP_UP, l, ln2, bd.h, bd.f);
         int act = gelu(&bd, l, up);
-        int down = linear(&bd, "mlp_down", l, act, bd.f, bd.h);
-        x = residual(&bd, "mlp_residual", l, down, x1);
+        int down = linear(&bd, MPRESS_OP_MLP_DOWN, l, act, bd.f, bd.h);
+        x = residual(&bd, MPRESS_OP_MLP_RESIDUAL, l, down, x1);
     }
-    int fln = layernorm(&bd, "final_layernorm", -1, x);
+    int fln = layernorm(&bd, MPRESS_OP_FINAL_LAYERNORM, -1, x);
     int hd = head(&bd, fln, emb);
     loss(&bd, hd);
     for (int i = 0; i < out->n_ops; i++)

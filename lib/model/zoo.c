@@ -103,27 +103,50 @@ static int bad(struct mpress_error *err, const char *field, const char *fmt, lon
     return mpress_error_set(err, MPRESS_EUSAGE, fmt, v, lo, hi);
 }
 
+static const struct {
+    const char *field;
+    size_t off;
+    int lo, hi;
+} config_ranges[] = {
+    {"layers", offsetof(struct mpress_model_config, layers), 1, MPRESS_MODEL_MAX_LAYERS},
+    {"hidden", offsetof(struct mpress_model_config, hidden), 1, MPRESS_MODEL_MAX_HIDDEN},
+    {"heads", offsetof(struct mpress_model_config, heads), 1, MPRESS_MODEL_MAX_HEADS},
+    {"ffn", offsetof(struct mpress_model_config, ffn), 1, MPRESS_MODEL_MAX_FFN},
+    {"seq", offsetof(struct mpress_model_config, seq), 1, MPRESS_MODEL_MAX_SEQ},
+    {"vocab", offsetof(struct mpress_model_config, vocab), 1, MPRESS_MODEL_MAX_VOCAB},
+    {"micro_batch", offsetof(struct mpress_model_config, micro_batch), 1,
+     MPRESS_MODEL_MAX_MICRO_BATCH},
+};
+#define N_CONFIG_RANGES (sizeof(config_ranges) / sizeof(config_ranges[0]))
+
+int mpress_model_config_range(const char *field, int *lo, int *hi)
+{
+    for (size_t i = 0; i < N_CONFIG_RANGES; i++)
+        if (strcmp(field, config_ranges[i].field) == 0) {
+            *lo = config_ranges[i].lo;
+            *hi = config_ranges[i].hi;
+            return 0;
+        }
+    return -1;
+}
+
+/* Reads integer field of the model-config file within its range. */
+static int read_ranged(const struct mpress_json_doc *doc, const json_t *root, const char *field,
+                       int *out, struct mpress_error *err)
+{
+    int lo = 0, hi = 0;
+    mpress_model_config_range(field, &lo, &hi);
+    return mpress_jread_int(doc, root, "", field, lo, hi, out, err);
+}
+
 int mpress_model_config_check(const struct mpress_model_config *m, struct mpress_error *err)
 {
-    static const struct {
-        const char *field;
-        size_t off;
-        long lo, hi;
-    } ranges[] = {
-        {"layers", offsetof(struct mpress_model_config, layers), 1, 10000},
-        {"hidden", offsetof(struct mpress_model_config, hidden), 1, 1 << 17},
-        {"heads", offsetof(struct mpress_model_config, heads), 1, 1 << 17},
-        {"ffn", offsetof(struct mpress_model_config, ffn), 1, 1 << 20},
-        {"seq", offsetof(struct mpress_model_config, seq), 1, 1 << 20},
-        {"vocab", offsetof(struct mpress_model_config, vocab), 1, 1 << 24},
-        {"micro_batch", offsetof(struct mpress_model_config, micro_batch), 1, 1 << 16},
-    };
-    for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+    for (size_t i = 0; i < N_CONFIG_RANGES; i++) {
         int v;
-        memcpy(&v, (const char *)m + ranges[i].off, sizeof(v));
-        if (v < ranges[i].lo || v > ranges[i].hi)
-            return bad(err, ranges[i].field, "%ld is out of range [%ld, %ld]", v, ranges[i].lo,
-                       ranges[i].hi);
+        memcpy(&v, (const char *)m + config_ranges[i].off, sizeof(v));
+        if (v < config_ranges[i].lo || v > config_ranges[i].hi)
+            return bad(err, config_ranges[i].field, "%ld is out of range [%ld, %ld]", v,
+                       config_ranges[i].lo, config_ranges[i].hi);
     }
     if (m->hidden % m->heads != 0) {
         if (err)
@@ -190,8 +213,8 @@ int mpress_model_config_load(const char *file, struct mpress_model_config *out,
         rc = mpress_json_doc_error(&doc, err, "", "expected an object");
         goto done;
     }
-    if ((rc = mpress_jread_header(&doc, MPRESS_MODEL_FORMAT, MPRESS_MODEL_VERSION, &version,
-                                  err)) != 0)
+    if ((rc = mpress_jread_header(&doc, doc.root, "", MPRESS_MODEL_FORMAT,
+                                  MPRESS_MODEL_VERSION, &version, err)) != 0)
         goto done;
     const char *key;
     json_t *val;
@@ -206,11 +229,11 @@ int mpress_model_config_load(const char *file, struct mpress_model_config *out,
     }
     if ((rc = mpress_jread_str(&doc, root, "", "name", m.name, sizeof(m.name), err)) ||
         (rc = mpress_jread_str(&doc, root, "", "family", m.family, sizeof(m.family), err)) ||
-        (rc = mpress_jread_int(&doc, root, "", "layers", 1, 10000, &m.layers, err)) ||
-        (rc = mpress_jread_int(&doc, root, "", "hidden", 1, 1 << 17, &m.hidden, err)) ||
-        (rc = mpress_jread_int(&doc, root, "", "heads", 1, 1 << 17, &m.heads, err)) ||
-        (rc = mpress_jread_int(&doc, root, "", "seq", 1, 1 << 20, &m.seq, err)) ||
-        (rc = mpress_jread_int(&doc, root, "", "vocab", 1, 1 << 24, &m.vocab, err)))
+        (rc = read_ranged(&doc, root, "layers", &m.layers, err)) ||
+        (rc = read_ranged(&doc, root, "hidden", &m.hidden, err)) ||
+        (rc = read_ranged(&doc, root, "heads", &m.heads, err)) ||
+        (rc = read_ranged(&doc, root, "seq", &m.seq, err)) ||
+        (rc = read_ranged(&doc, root, "vocab", &m.vocab, err)))
         goto done;
     /* Optional fields and their defaults. */
     m.ffn = 4 * m.hidden;
@@ -218,10 +241,9 @@ int mpress_model_config_load(const char *file, struct mpress_model_config *out,
     snprintf(m.dtype, sizeof(m.dtype), "fp16");
     snprintf(m.optimizer, sizeof(m.optimizer), "adam");
     if ((json_object_get(root, "ffn") &&
-         (rc = mpress_jread_int(&doc, root, "", "ffn", 1, 1 << 20, &m.ffn, err))) ||
+         (rc = read_ranged(&doc, root, "ffn", &m.ffn, err))) ||
         (json_object_get(root, "micro_batch") &&
-         (rc = mpress_jread_int(&doc, root, "", "micro_batch", 1, 1 << 16, &m.micro_batch,
-                                err))) ||
+         (rc = read_ranged(&doc, root, "micro_batch", &m.micro_batch, err))) ||
         (json_object_get(root, "dtype") &&
          (rc = mpress_jread_str(&doc, root, "", "dtype", m.dtype, sizeof(m.dtype), err))) ||
         (json_object_get(root, "optimizer") &&

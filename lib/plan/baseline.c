@@ -33,9 +33,18 @@ int plan_even_partition(const struct mpress_profile *p, const char *cut_ok, int 
         free(pre);
         return 0;
     }
+    /* Op times are finite but their sum need not be (1e308 s each): then the prefix sums are
+     * taken on times scaled by 2^-32, which is exact, keeps every partial sum of at most
+     * MPRESS_MAX_OPS ops finite and leaves the best partition what it was; a span is then
+     * never inf - inf. */
+    double total = 0, scale = 1;
+    for (int i = 0; i < n; i++)
+        total += p->ops[i].fwd_s + p->ops[i].bwd_s;
+    if (!isfinite(total))
+        scale = ldexp(1.0, -32);
     pre[0] = 0;
     for (int i = 0; i < n; i++) {
-        pre[i + 1] = pre[i] + p->ops[i].fwd_s + p->ops[i].bwd_s;
+        pre[i + 1] = pre[i] + (p->ops[i].fwd_s * scale + p->ops[i].bwd_s * scale);
         if (cut_ok[i])
             end[nb++] = i;
     }
@@ -58,7 +67,8 @@ int plan_even_partition(const struct mpress_profile *p, const char *cut_ok, int 
             from[j * nb + b] = -1;
             for (int c = j; c <= b; c++) { /* last stage = blocks c..b */
                 double v = fmax(f[(j - 1) * nb + c - 1], SPAN(c, b));
-                if (v < f[j * nb + b]) {
+                /* The first candidate always counts, so every state has a last stage. */
+                if (from[j * nb + b] < 0 || v < f[j * nb + b]) {
                     f[j * nb + b] = v;
                     from[j * nb + b] = c;
                 }
@@ -277,19 +287,20 @@ static int greedy_step(const struct mpress_profile *p, const struct mpress_topol
 }
 
 int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_topology *topo,
-                         const struct mpress_plan_options *o, const char *policy,
+                         const struct mpress_plan_options *o, enum mpress_policy policy,
                          struct mpress_assignment *out, struct mpress_plan_eval *ev,
                          struct mpress_error *err)
 {
     enum mpress_action all;
-    if (strcmp(policy, "none") == 0 || strcmp(policy, "greedy") == 0)
+    if (policy == MPRESS_POLICY_NONE || policy == MPRESS_POLICY_GREEDY)
         all = MPRESS_ACTION_KEEP;
-    else if (strcmp(policy, "recompute") == 0)
+    else if (policy == MPRESS_POLICY_RECOMPUTE)
         all = MPRESS_ACTION_RECOMPUTE;
-    else if (strcmp(policy, "swap") == 0)
+    else if (policy == MPRESS_POLICY_SWAP)
         all = MPRESS_ACTION_HOST_SWAP;
     else
-        return mpress_error_set(err, MPRESS_EUSAGE, "unknown baseline policy '%s'", policy);
+        return mpress_error_set(err, MPRESS_EUSAGE, "'%s' is not a baseline policy",
+                                mpress_policy_name(policy));
     if (p->n_ops < 1)
         return mpress_error_set(err, MPRESS_EINPUT, "the profile has no ops");
     int rc = mpress_assignment_init(out, p, err);
@@ -312,7 +323,7 @@ int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_top
         set_action(&out->actions[j], all, out->stages[k].last_op);
     }
     rc = mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, out, ev, err);
-    if (rc == 0 && strcmp(policy, "greedy") == 0)
+    if (rc == 0 && policy == MPRESS_POLICY_GREEDY)
         while (!ev->fits && greedy_step(p, topo, o, out, ev) == 0)
             ;
     if (rc)

@@ -67,10 +67,10 @@ int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assig
 
 uint64_t plan_shortfall(const struct mpress_plan_eval *ev)
 {
-    uint64_t s = ev->host_short + ev->drain_short;
+    uint64_t s = plan_add(ev->host_short, ev->drain_short);
     for (int g = 0; g < ev->n_gpus; g++)
         if (ev->gpus[g].peak > ev->gpus[g].capacity)
-            s += ev->gpus[g].peak - ev->gpus[g].capacity;
+            s = plan_add(s, ev->gpus[g].peak - ev->gpus[g].capacity);
     return s;
 }
 
@@ -111,69 +111,6 @@ void mpress_assignment_finish(struct mpress_assignment *a)
     memset(a, 0, sizeof(*a));
 }
 
-/* Checks the assignment's shape; the messages name what is wrong. */
-static int check_assignment(const struct mpress_profile *p, const struct mpress_topology *topo,
-                            const struct mpress_assignment *a, struct mpress_error *err)
-{
-    int S = a->n_stages;
-    if (S < 1 || S > topo->n_gpus)
-        return mpress_error_set(err, MPRESS_EINPUT, "%d stages on %d GPUs", S, topo->n_gpus);
-    int used[MPRESS_MAX_GPUS] = {0};
-    int next = 0;
-    for (int k = 0; k < S; k++) {
-        const struct mpress_plan_stage *st = &a->stages[k];
-        if (st->first_op != next || st->last_op < st->first_op || st->last_op >= p->n_ops)
-            return mpress_error_set(err, MPRESS_EINPUT,
-                                    "stage %d: op range %d..%d is not contiguous after op %d",
-                                    k, st->first_op, st->last_op, next - 1);
-        if (st->gpu < 0 || st->gpu >= topo->n_gpus || used[st->gpu]++)
-            return mpress_error_set(err, MPRESS_EINPUT, "stage %d: gpu %d unknown or reused", k,
-                                    st->gpu);
-        next = st->last_op + 1;
-    }
-    if (next != p->n_ops)
-        return mpress_error_set(err, MPRESS_EINPUT, "stages end at op %d of %d", next - 1,
-                                p->n_ops);
-    if (a->n_actions != plan_count_tensors(p))
-        return mpress_error_set(err, MPRESS_EINPUT, "%d actions for %d saved tensors",
-                                a->n_actions, plan_count_tensors(p));
-    int j = 0;
-    for (int i = 0; i < p->n_ops; i++) {
-        int k = 0;
-        while (a->stages[k].last_op < i)
-            k++;
-        for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
-            const struct mpress_plan_action *ac = &a->actions[j];
-            if (ac->op != i || ac->tensor != t)
-                return mpress_error_set(err, MPRESS_EINPUT,
-                                        "action %d is for op %d tensor %d, expected %d/%d", j,
-                                        ac->op, ac->tensor, i, t);
-            if (ac->action < MPRESS_ACTION_KEEP || ac->action > MPRESS_ACTION_D2D_SWAP)
-                return mpress_error_set(err, MPRESS_EINPUT, "action %d: unknown kind", j);
-            if (ac->action != MPRESS_ACTION_D2D_SWAP)
-                continue;
-            uint64_t sum = 0;
-            if (ac->n_peers < 1 || ac->n_peers > topo->n_gpus)
-                return mpress_error_set(err, MPRESS_EINPUT, "action %d: d2d with %d peers", j,
-                                        ac->n_peers);
-            for (int q = 0; q < ac->n_peers; q++) {
-                int g = ac->peers[q];
-                if (g < 0 || g >= topo->n_gpus || plan_nvlink_bw(topo, a->stages[k].gpu, g) <= 0)
-                    return mpress_error_set(err, MPRESS_EINPUT,
-                                            "action %d: gpu %d is no NVLink peer of gpu %d", j,
-                                            g, a->stages[k].gpu);
-                sum += ac->peer_bytes[q];
-            }
-            if (sum != p->ops[i].tensors[t].bytes)
-                return mpress_error_set(err, MPRESS_EINPUT,
-                                        "action %d: peer shares sum to %llu of %llu bytes", j,
-                                        (unsigned long long)sum,
-                                        (unsigned long long)p->ops[i].tensors[t].bytes);
-        }
-    }
-    return 0;
-}
-
 static void set_bottleneck(struct mpress_plan_eval *ev, double t, const char *what)
 {
     if (t > ev->cycle_s) {
@@ -190,9 +127,12 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     memset(ev, 0, sizeof(*ev));
     ev->short_gpu = -1;
     ev->drain_gpu = -1;
-    if (micro_batches < 1)
-        return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be at least 1");
-    int rc = check_assignment(p, topo, a, err);
+    if (micro_batches < 1 || micro_batches > MPRESS_MAX_MICRO_BATCHES)
+        return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be 1 to %d",
+                                MPRESS_MAX_MICRO_BATCHES);
+    /* The plan rules every consumer applies (docs/formats.md, "Plan rules"). */
+    int rc = mpress_plan_check(p, topo, micro_batches, a->n_stages, a->stages, a->n_actions,
+                               a->actions, NULL, err);
     if (rc)
         return rc;
 
@@ -200,7 +140,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     /* Per stage (per micro-batch unless said otherwise). */
     double comp[MPRESS_MAX_GPUS] = {0}, fwd[MPRESS_MAX_GPUS] = {0};
     uint64_t pb[MPRESS_MAX_GPUS] = {0}, gb[MPRESS_MAX_GPUS] = {0}, ob[MPRESS_MAX_GPUS] = {0};
-    uint64_t act[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
+    uint64_t kept[MPRESS_MAX_GPUS] = {0}, evicted[MPRESS_MAX_GPUS] = {0};
     uint64_t host[MPRESS_MAX_GPUS] = {0}, ws[MPRESS_MAX_GPUS] = {0}, out[MPRESS_MAX_GPUS] = {0};
     /* d2d[k][g]: bytes per micro-batch stage k parks on GPU g. */
     uint64_t(*d2d)[MPRESS_MAX_GPUS] = calloc(MPRESS_MAX_GPUS, sizeof(*d2d));
@@ -214,26 +154,27 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
             const struct mpress_op *op = &p->ops[i];
             comp[k] += op->fwd_s + op->bwd_s;
             fwd[k] += op->fwd_s;
-            pb[k] += op->param_bytes;
-            gb[k] += op->grad_bytes;
-            ob[k] += op->optim_bytes;
+            pb[k] = plan_add(pb[k], op->param_bytes);
+            gb[k] = plan_add(gb[k], op->grad_bytes);
+            ob[k] = plan_add(ob[k], op->optim_bytes);
             if (op->workspace_bytes > ws[k])
                 ws[k] = op->workspace_bytes;
             for (int t = 0; t < op->n_tensors; t++, j++) {
                 const struct mpress_saved_tensor *ts = &op->tensors[t];
                 const struct mpress_plan_action *ac = &a->actions[j];
-                act[k] += ts->bytes;
-                ev->action_bytes[ac->action] += ts->bytes;
-                if (ac->action == MPRESS_ACTION_KEEP)
+                ev->action_bytes[ac->action] = plan_add(ev->action_bytes[ac->action], ts->bytes);
+                if (ac->action == MPRESS_ACTION_KEEP) {
+                    kept[k] = plan_add(kept[k], ts->bytes);
                     continue;
-                evicted[k] += ts->bytes;
+                }
+                evicted[k] = plan_add(evicted[k], ts->bytes);
                 if (ac->action == MPRESS_ACTION_RECOMPUTE)
                     comp[k] += ts->recompute_s;
                 else if (ac->action == MPRESS_ACTION_HOST_SWAP)
-                    host[k] += ts->bytes;
+                    host[k] = plan_add(host[k], ts->bytes);
                 else
                     for (int q = 0; q < ac->n_peers; q++)
-                        d2d[k][ac->peers[q]] += ac->peer_bytes[q];
+                        d2d[k][ac->peers[q]] = plan_add(d2d[k][ac->peers[q]], ac->peer_bytes[q]);
             }
         }
         out[k] = k + 1 < S ? p->ops[st->last_op].output_bytes : 0;
@@ -252,23 +193,26 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
         int n = plan_in_flight(schedule, S, k, M);
         struct mpress_plan_gpu *mg = &ev->gpus[a->stages[k].gpu];
         mg->stage = k;
-        mg->weights = pb[k] * (uint64_t)plan_weight_versions(schedule, S, k, M);
+        mg->weights = plan_mul(pb[k], (uint64_t)plan_weight_versions(schedule, S, k, M));
         mg->gradients = gb[k];
         mg->optimizer = a->stages[k].optimizer_on_host ? 0 : ob[k];
-        mg->activations = (uint64_t)n * (act[k] - evicted[k]);
-        mg->working = evicted[k] + ws[k];
-        mg->buffers = 2 * (out[k] + (k > 0 ? out[k - 1] : 0));
+        mg->activations = plan_mul((uint64_t)n, kept[k]);
+        mg->working = plan_add(evicted[k], ws[k]);
+        mg->buffers = plan_mul(2, plan_add(out[k], k > 0 ? out[k - 1] : 0));
         for (int g = 0; g < G; g++)
-            ev->gpus[g].parked += (uint64_t)n * d2d[k][g];
-        ev->host_bytes += (uint64_t)n * host[k];
+            ev->gpus[g].parked = plan_add(ev->gpus[g].parked, plan_mul((uint64_t)n, d2d[k][g]));
+        ev->host_bytes = plan_add(ev->host_bytes, plan_mul((uint64_t)n, host[k]));
         if (a->stages[k].optimizer_on_host)
-            ev->host_bytes += ob[k];
+            ev->host_bytes = plan_add(ev->host_bytes, ob[k]);
     }
     ev->fits = 1;
     for (int g = 0; g < G; g++) {
         struct mpress_plan_gpu *mg = &ev->gpus[g];
-        mg->peak = mg->weights + mg->gradients + mg->optimizer + mg->activations + mg->parked +
-                   mg->working + mg->buffers + mg->reserve;
+        uint64_t parts[] = {mg->weights, mg->gradients, mg->optimizer, mg->activations,
+                            mg->parked,  mg->working,   mg->buffers,   mg->reserve};
+        mg->peak = 0;
+        for (size_t q = 0; q < sizeof(parts) / sizeof(parts[0]); q++)
+            mg->peak = plan_add(mg->peak, parts[q]);
         if (mg->peak > mg->capacity) {
             ev->fits = 0;
             if (mg->peak - mg->capacity > ev->short_bytes) {
@@ -308,7 +252,8 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
         /* GLPK's feasibility tolerance (1e-7 relative) must not make a MILP plan fail here. */
         if (over <= 1e-6 * ((double)host[k] + d2d_all) + 1)
             continue;
-        uint64_t backlog = (uint64_t)ceil(over) * (uint64_t)plan_in_flight(schedule, S, k, M);
+        uint64_t backlog =
+            plan_mul(plan_u64(ceil(over)), (uint64_t)plan_in_flight(schedule, S, k, M));
         ev->fits = 0;
         if (backlog > ev->drain_short) {
             ev->drain_short = backlog;
@@ -420,11 +365,14 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
     double host_touch[MPRESS_MAX_GPUS] = {0}, slack = 0;
     ev->tail_s = 0;
     for (int k = 0; k < S; k++) {
-        double touch = plan_optimizer_bytes(pb[k], gb[k], ob[k]), t = 0;
+        struct mpress_optimizer_traffic tr;
+        mpress_optimizer_step_traffic(&p->model, (double)pb[k], (double)gb[k], (double)ob[k],
+                                      &tr);
+        double touch = tr.memory_bytes, t = 0;
         if (a->stages[k].optimizer_on_host) {
             int q = plan_socket(topo, a->stages[k].gpu);
             host_touch[q] += touch;
-            t = (double)(gb[k] + pb[k]) / topo->pcie_bytes_per_s +
+            t = (tr.pcie_down_bytes + tr.pcie_up_bytes) / topo->pcie_bytes_per_s +
                 host_touch[q] / topo->host_memory_bytes_per_s - slack;
         } else {
             double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;

@@ -2,8 +2,10 @@
 #ifndef MPRESS_PLAN_INTERNAL_H
 #define MPRESS_PLAN_INTERNAL_H
 
+#include <stdint.h>
 #include <string.h>
 
+#include "mpress/model.h"
 #include "mpress/planner.h"
 
 /* The MILP keeps every GPU this fraction below its capacity: GLPK's feasibility tolerance
@@ -18,6 +20,23 @@
  * its prefetches land, which the memory model does not count: 0.5 keeps a margin for that
  * (docs/cost-model.md, "Drain"). */
 #define PLAN_DRAIN_SHARE 0.5
+
+/* Byte sums that saturate at UINT64_MAX instead of wrapping: a profile may state any 64-bit
+ * size (a tensor of 2^63 - 1 bytes), and a sum that wrapped would make a plan that cannot fit
+ * look small. A saturated total exceeds every capacity, so such a plan never fits. */
+static inline uint64_t plan_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+static inline uint64_t plan_mul(uint64_t a, uint64_t b)
+{
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+/* A non-negative byte count held in a double, saturated into 64 bits. */
+static inline uint64_t plan_u64(double x)
+{
+    return !(x > 0) ? 0 : x >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)x;
+}
 
 /* Micro-batches whose saved tensors stage k of n_stages holds at once (DESIGN.md): 1F1B and
  * async: min(S - k, M); GPipe: M. */
@@ -41,10 +60,14 @@ double plan_nvlink_bw(const struct mpress_topology *t, int a, int b);
 double plan_port_bw(const struct mpress_topology *t, int g);
 /* Bandwidth a boundary transfer between a and b gets: NVLink when there is one, else PCIe. */
 double plan_boundary_bw(const struct mpress_topology *t, int a, int b);
-/* Optimizer step time: bytes it touches (read P, G, O; write P, O) over a bandwidth. */
-static inline double plan_optimizer_bytes(uint64_t pb, uint64_t gb, uint64_t ob)
+/* Optimizer step: the bytes it reads and writes where it runs (mpress_optimizer_step_traffic,
+ * docs/cost-model.md, "Optimizer step"); its time is that over HBM or host memory bandwidth. */
+static inline double plan_optimizer_bytes(const struct mpress_profile *p, uint64_t pb,
+                                          uint64_t gb, uint64_t ob)
 {
-    return 2.0 * (double)pb + (double)gb + 2.0 * (double)ob;
+    struct mpress_optimizer_traffic tr;
+    mpress_optimizer_step_traffic(&p->model, (double)pb, (double)gb, (double)ob, &tr);
+    return tr.memory_bytes;
 }
 /* The CPU socket of GPU g, whose memory a host optimizer step of g's stage runs on. */
 static inline int plan_socket(const struct mpress_topology *t, int g)

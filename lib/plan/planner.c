@@ -1,5 +1,7 @@
 /* `mpress plan` as a library call: runs every baseline, the chosen policy, evaluates the result
  * with the one cost model and assembles a plan that embeds its profile and topology. */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +9,27 @@
 #include "mpress/mpress.h"
 #include "plan_internal.h"
 
-static const char *const baseline_policies[] = {"none", "recompute", "swap", "greedy"};
+static const char *const policy_names[MPRESS_N_POLICIES] = {"ilp", "greedy", "recompute",
+                                                             "swap", "none"};
+
+const char *mpress_policy_name(enum mpress_policy p)
+{
+    return (unsigned)p < MPRESS_N_POLICIES ? policy_names[p] : "unknown";
+}
+
+int mpress_policy_parse(const char *s, enum mpress_policy *out)
+{
+    for (int i = 0; i < MPRESS_N_POLICIES; i++)
+        if (s && strcmp(s, policy_names[i]) == 0) {
+            *out = (enum mpress_policy)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* The baselines in the order plans list them. */
+static const enum mpress_policy baseline_policies[] = {
+    MPRESS_POLICY_NONE, MPRESS_POLICY_RECOMPUTE, MPRESS_POLICY_SWAP, MPRESS_POLICY_GREEDY};
 #define N_BASELINES 4
 
 void mpress_plan_options_init(struct mpress_plan_options *o)
@@ -15,7 +37,7 @@ void mpress_plan_options_init(struct mpress_plan_options *o)
     memset(o, 0, sizeof(*o));
     o->schedule = MPRESS_SCHEDULE_1F1B;
     o->micro_batches = 16;
-    snprintf(o->policy, sizeof(o->policy), "ilp");
+    o->policy = MPRESS_POLICY_ILP;
     o->cuts = MPRESS_CUTS_AUTO;
     o->mip_gap = 0.01;
     /* A solve that cannot close the gap still ends, after the same nodes on every machine. */
@@ -76,11 +98,21 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
 {
     if (o->micro_batches < 1)
         return mpress_error_set(err, MPRESS_EUSAGE, "micro-batches must be at least 1");
-    int is_ilp = strcmp(o->policy, "ilp") == 0, known = is_ilp;
-    for (int i = 0; i < N_BASELINES; i++)
-        known |= strcmp(o->policy, baseline_policies[i]) == 0;
-    if (!known)
-        return mpress_error_set(err, MPRESS_EUSAGE, "unknown policy '%s'", o->policy);
+    if ((unsigned)o->policy >= MPRESS_N_POLICIES)
+        return mpress_error_set(err, MPRESS_EUSAGE, "unknown policy %d", (int)o->policy);
+    int is_ilp = o->policy == MPRESS_POLICY_ILP;
+    /* Each time is finite (the loader checks), but an iteration adds them all up: a profile
+     * whose sum overflows a double has no predicted time to plan by. */
+    double total_s = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        total_s += p->ops[i].fwd_s + p->ops[i].bwd_s;
+        for (int t = 0; t < p->ops[i].n_tensors; t++)
+            total_s += p->ops[i].tensors[t].recompute_s;
+    }
+    if (!isfinite(total_s))
+        return mpress_error_set(err, MPRESS_EINPUT,
+                                "the ops' forward, backward and recompute times sum to more "
+                                "than a double holds (%g s is the largest)", DBL_MAX);
 
     struct mpress_assignment base[N_BASELINES], chosen;
     struct mpress_plan_eval bev[N_BASELINES], ev;
@@ -95,7 +127,7 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
             goto done;
         if (closest < 0 || plan_shortfall(&bev[i]) < plan_shortfall(&bev[closest]))
             closest = i;
-        if (strcmp(o->policy, baseline_policies[i]) == 0)
+        if (o->policy == baseline_policies[i])
             chosen_idx = i;
     }
     if (is_ilp) {
@@ -107,9 +139,19 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
             if (bev[i].fits && (warm < 0 || bev[i].iteration_s < bev[warm].iteration_s))
                 warm = i;
         io.warm_start = warm >= 0 ? &base[warm] : NULL;
+        /* Infeasible: the MILP's message names the GPU short under the most memory-saving
+         * actions. */
         rc = mpress_plan_ilp(p, topo, &io, &chosen, &solver, err);
-        if (rc == MPRESS_EINFEASIBLE) {
-            explain_short(&bev[closest], baseline_policies[closest], err);
+        if (rc == MPRESS_EINFEASIBLE && warm >= 0) {
+            /* A baseline fits under the same cost model, so the MILP's infeasibility is
+             * numerical (extreme coefficients), not a fact about the instance. */
+            rc = mpress_error_set(err, MPRESS_ESYSTEM,
+                                  "the MILP found no plan although the %s baseline fits "
+                                  "(%.4f s per iteration): a numerical failure of the solver; "
+                                  "--policy %s gives that plan",
+                                  mpress_policy_name(baseline_policies[warm]),
+                                  bev[warm].iteration_s,
+                                  mpress_policy_name(baseline_policies[warm]));
             goto done;
         }
         if (rc)
@@ -128,7 +170,8 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         }
     } else {
         if (!bev[chosen_idx].fits) {
-            explain_short(&bev[chosen_idx], baseline_policies[chosen_idx], err);
+            explain_short(&bev[chosen_idx], mpress_policy_name(baseline_policies[chosen_idx]),
+                          err);
             rc = MPRESS_EINFEASIBLE;
             goto done;
         }
@@ -142,9 +185,15 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         solver.nodes = -1;
     }
 
+    if (!isfinite(ev.iteration_s)) {
+        rc = mpress_error_set(err, MPRESS_EINPUT,
+                              "the predicted iteration time is not finite (a bandwidth too small "
+                              "for the bytes it carries)");
+        goto done;
+    }
     mpress_plan_init(out);
     snprintf(out->generator, sizeof(out->generator), "mpress %s", mpress_version());
-    snprintf(out->policy, sizeof(out->policy), "%s", o->policy);
+    snprintf(out->policy, sizeof(out->policy), "%s", mpress_policy_name(o->policy));
     rc = mpress_profile_copy(&out->profile, p, err);
     if (rc)
         goto fail;
@@ -174,7 +223,7 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
     out->n_baselines = N_BASELINES;
     for (int i = 0; i < N_BASELINES; i++) {
         struct mpress_plan_baseline *b = &out->baselines[i];
-        snprintf(b->policy, sizeof(b->policy), "%s", baseline_policies[i]);
+        snprintf(b->policy, sizeof(b->policy), "%s", mpress_policy_name(baseline_policies[i]));
         b->fits = bev[i].fits;
         b->iteration_s = bev[i].fits ? bev[i].iteration_s : 0;
     }

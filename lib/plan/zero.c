@@ -12,7 +12,8 @@
  * AG(x) = RS(x) = (n - 1) / n * x / sum_r bw_r (ring all-gather, reduce-scatter);
  * H(x) = max(x / pcie, max_w n_w x / uplink_w) (every GPU moves x over its PCIe link at once,
  * the n_w GPUs behind switch w share its uplink); C(x) = max_s n_s x / host_bw (ranks on
- * socket s step x bytes each on its memory); T = 2P + G + 2O (bytes an Adam step touches).
+ * socket s step x bytes each on its memory); T the bytes an optimizer step reads and writes
+ * (mpress_optimizer_step_traffic: P + G + 2O in mixed precision, 2P + G + 2O in fp32).
  *
  *   ZeRO-3:    states (P + G + O) / n; gathered 2 max P_u; buckets 2 max G_u
  *   Offload:   states P + G / n; buckets 2 max G_u; host O + G
@@ -461,7 +462,7 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
     ev->activations = c->checkpoint ? A_keep + A_ckpt + A_maxlayer : A_all;
     ev->workspace = W;
     mpress_rings_find(topo, &ev->rings);
-    double T = plan_optimizer_bytes(P, G, O) / n;
+    double T = plan_optimizer_bytes(p, P, G, O) / n;
     switch (c->policy) {
     case MPRESS_DP_ZERO3:
         ev->states = ceil_div(P + G + O, n);

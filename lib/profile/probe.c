@@ -9,8 +9,8 @@
 
 #include "config.h"
 #include "mpress/trace.h"
-#include "../topo/topo_internal.h"
-#include "util/strbuf.h"
+#include "topo_internal.h"
+#include "strbuf.h"
 
 void mpress_probe_finish(struct mpress_probe *pr)
 {

@@ -16,6 +16,13 @@
 
 /* ---- indexing ------------------------------------------------------------------------- */
 
+/* qsort with nothing to sort: the array may then be NULL, which qsort itself must not get. */
+static void sort_n(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(base, n, size, cmp);
+}
+
 static int cmp_range_id(const void *a, const void *b)
 {
     const struct trace_range *x = a, *y = b;
@@ -58,7 +65,7 @@ int trace_index(struct mpress_trace *t, struct mpress_error *err)
             tmax = t->ranges[i].start;
     t->t_max = tmax;
 
-    qsort(t->ranges, t->n_ranges, sizeof(*t->ranges), cmp_range_id);
+    sort_n(t->ranges, t->n_ranges, sizeof(*t->ranges), cmp_range_id);
     for (size_t i = 0; i < t->n_ranges; i++) {
         struct trace_range *r = &t->ranges[i];
         if (i > 0 && r->id == t->ranges[i - 1].id)
@@ -87,7 +94,7 @@ int trace_index(struct mpress_trace *t, struct mpress_error *err)
     for (size_t i = 0; i < t->n_ranges; i++)
         if (t->ranges[i].end == UINT64_MAX)
             t->ranges[i].end = tmax;
-    qsort(t->corrs, t->n_corrs, sizeof(*t->corrs), cmp_corr);
+    sort_n(t->corrs, t->n_corrs, sizeof(*t->corrs), cmp_corr);
     return 0;
 }
 
@@ -121,6 +128,7 @@ struct rinfo {
     long long seqmin;       /* for op-level forward ranges: smallest seq inside */
     int op;                 /* op index for op-level ranges, -1 when unmatched */
     int under_step;         /* itself or an ancestor is a step range */
+    int base_id;            /* equal bases, equal ids (0, 1, ... in name order) */
 };
 
 static long long parse_seq(const char *name)
@@ -196,19 +204,33 @@ static int step_of(const struct step *steps, int n, uint64_t t)
     return s >= 0 && t <= steps[s].end ? s : -1;
 }
 
+/* steps are sorted by start */
 static uint64_t next_step_start(const struct step *steps, int n, uint64_t t)
 {
-    for (int s = 0; s < n; s++)
-        if (steps[s].start > t)
-            return steps[s].start;
-    return UINT64_MAX;
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (steps[mid].start <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n ? steps[lo].start : UINT64_MAX;
 }
 
 /* ---- ops ------------------------------------------------------------------------------ */
 
 struct opkey {
     char base[96];
+    int base_id;
     int occ;                /* occurrence of base within a step, in start order */
+};
+
+/* (base id, occurrence) -> op index: open addressing on the packed pair. */
+struct opmap {
+    uint64_t *key;          /* pair + 1, 0 empty */
+    int *val;
+    size_t cap;
 };
 
 struct ctx {
@@ -220,139 +242,236 @@ struct ctx {
     struct opkey *ops;
     int n_ops, cap_ops;
     int *max_occ;           /* per op base: most occurrences in one step */
+    struct opmap map;
+    int n_bases;
+    long *lists;            /* op-level ranges sorted by (step, class, start, id) */
+    size_t *seg;            /* lists[seg[(s * 2 + bwd)] .. seg[(s * 2 + bwd) + 1]) */
 };
 
-static int op_find(const struct ctx *c, const char *base, int occ)
+static size_t opmap_slot(const struct opmap *m, uint64_t key)
 {
-    for (int i = 0; i < c->n_ops; i++)
-        if (c->ops[i].occ == occ && strcmp(c->ops[i].base, base) == 0)
-            return i;
-    return -1;
+    size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (m->cap - 1);
+    while (m->key[h] && m->key[h] != key)
+        h = (h + 1) & (m->cap - 1);
+    return h;
 }
 
-static int op_add(struct ctx *c, const char *base, int occ)
+static uint64_t op_pair(int base_id, int occ)
 {
-    int k = op_find(c, base, occ);
-    if (k >= 0)
-        return k;
+    return ((uint64_t)(unsigned)base_id << 32 | (unsigned)occ) + 1;
+}
+
+static int op_find(const struct ctx *c, int base_id, int occ)
+{
+    size_t h = opmap_slot(&c->map, op_pair(base_id, occ));
+    return c->map.key[h] ? c->map.val[h] : -1;
+}
+
+static int op_add(struct ctx *c, const struct rinfo *r, int occ)
+{
+    size_t h = opmap_slot(&c->map, op_pair(r->base_id, occ));
+    if (c->map.key[h])
+        return c->map.val[h];
     if (c->n_ops == c->cap_ops) {
         int nc = c->cap_ops ? c->cap_ops * 2 : 32;
         struct opkey *p = realloc(c->ops, (size_t)nc * sizeof(*p));
         if (!p)
-            return -1;
+            return -2;
         c->ops = p;
         c->cap_ops = nc;
     }
-    snprintf(c->ops[c->n_ops].base, sizeof(c->ops[0].base), "%s", base);
+    snprintf(c->ops[c->n_ops].base, sizeof(c->ops[0].base), "%s", r->base);
+    c->ops[c->n_ops].base_id = r->base_id;
     c->ops[c->n_ops].occ = occ;
+    c->map.key[h] = op_pair(r->base_id, occ);
+    c->map.val[h] = c->n_ops;
     return c->n_ops++;
 }
 
-/* Op-level ranges of one class in one step, by start time. */
-static long *step_ranges(const struct ctx *c, int s, enum rclass cls, size_t *n)
+/* Sorting helpers take the context through a file-scope pointer: qsort has no argument. */
+static const struct ctx *sort_ctx;
+
+static int cmp_base(const void *a, const void *b)
 {
-    const struct mpress_trace *t = c->t;
-    long *v = malloc((t->n_ranges + 1) * sizeof(*v));
-    if (!v)
-        return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < t->n_ranges; i++)
-        if (c->ri[i].oplevel == (long)i && c->ri[i].cls == cls && c->ri[i].step == s)
-            v[k++] = (long)i;
-    /* insertion sort by (start, id): ranges are nearly sorted already */
-    for (size_t i = 1; i < k; i++) {
-        long x = v[i];
-        size_t j = i;
-        while (j > 0 && (t->ranges[v[j - 1]].start > t->ranges[x].start ||
-                         (t->ranges[v[j - 1]].start == t->ranges[x].start &&
-                          t->ranges[v[j - 1]].id > t->ranges[x].id))) {
-            v[j] = v[j - 1];
-            j--;
-        }
-        v[j] = x;
-    }
-    *n = k;
-    return v;
+    long x = *(const long *)a, y = *(const long *)b;
+    int k = strcmp(sort_ctx->ri[x].base, sort_ctx->ri[y].base);
+    return k ? k : (x > y) - (x < y);
 }
 
-static int occurrence(const struct rinfo *ri, const long *v, size_t i)
+static int cmp_listed(const void *a, const void *b)
 {
-    int occ = 0;
-    for (size_t j = 0; j < i; j++)
-        if (strcmp(ri[v[j]].base, ri[v[i]].base) == 0)
-            occ++;
-    return occ;
+    long x = *(const long *)a, y = *(const long *)b;
+    const struct rinfo *rx = &sort_ctx->ri[x], *ry = &sort_ctx->ri[y];
+    if (rx->step != ry->step)
+        return rx->step < ry->step ? -1 : 1;
+    if ((rx->cls == RC_BWD) != (ry->cls == RC_BWD))
+        return rx->cls == RC_BWD ? 1 : -1;
+    const struct trace_range *tx = &sort_ctx->t->ranges[x], *ty = &sort_ctx->t->ranges[y];
+    if (tx->start != ty->start)
+        return tx->start < ty->start ? -1 : 1;
+    return tx->id < ty->id ? -1 : tx->id > ty->id;
+}
+
+/* Numbers the distinct bases and lists each step's op-level ranges by class and start: one
+ * sort each, instead of a scan of every range per step and a scan of the earlier ones per
+ * range. */
+static int index_ranges(struct ctx *c)
+{
+    const struct mpress_trace *t = c->t;
+    size_t n = t->n_ranges;
+    long *v = malloc((n + 1) * sizeof(*v));
+    c->lists = malloc((n + 1) * sizeof(*c->lists));
+    c->seg = calloc((size_t)c->n_steps * 2 + 2, sizeof(*c->seg));
+    c->map.cap = 64;
+    while (c->map.cap < 2 * n + 2)
+        c->map.cap *= 2;
+    c->map.key = calloc(c->map.cap, sizeof(*c->map.key));
+    c->map.val = malloc(c->map.cap * sizeof(*c->map.val));
+    if (!v || !c->lists || !c->seg || !c->map.key || !c->map.val) {
+        free(v);
+        return -1;
+    }
+    sort_ctx = c;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (long)i;
+    sort_n(v, n, sizeof(*v), cmp_base);
+    c->n_bases = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && strcmp(c->ri[v[i]].base, c->ri[v[i - 1]].base) != 0)
+            c->n_bases++;
+        c->ri[v[i]].base_id = c->n_bases;
+    }
+    c->n_bases++;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct rinfo *r = &c->ri[i];
+        if (r->oplevel == (long)i && (r->cls == RC_FWD || r->cls == RC_BWD) && r->step >= 0 &&
+            r->step < c->n_steps)
+            c->lists[k++] = (long)i;
+    }
+    sort_n(c->lists, k, sizeof(*c->lists), cmp_listed);
+    for (size_t i = 0; i < k; i++) {
+        const struct rinfo *r = &c->ri[c->lists[i]];
+        c->seg[(size_t)r->step * 2 + (r->cls == RC_BWD) + 1]++;
+    }
+    for (size_t j = 1; j <= (size_t)c->n_steps * 2; j++)
+        c->seg[j] += c->seg[j - 1];
+    sort_ctx = NULL;
+    free(v);
+    return 0;
+}
+
+/* Op-level ranges of one class in one step, by start time. */
+static const long *step_ranges(const struct ctx *c, int s, enum rclass cls, size_t *n)
+{
+    size_t j = (size_t)s * 2 + (cls == RC_BWD);
+    *n = c->seg[j + 1] - c->seg[j];
+    return c->lists + c->seg[j];
+}
+
+struct seqpos {
+    long long seqmin;
+    size_t j;
+};
+
+static int cmp_seqpos(const void *a, const void *b)
+{
+    const struct seqpos *x = a, *y = b;
+    if (x->seqmin != y->seqmin)
+        return x->seqmin < y->seqmin ? -1 : 1;
+    return (x->j > y->j) - (x->j < y->j);
 }
 
 /* Assigns op indices to op-level forward ranges (creating ops from the used steps) and pairs
- * backward ranges with them. */
+ * backward ranges with them. Time O(R log R) for R ranges. */
 static int match_ops(struct ctx *c)
 {
+    if (index_ranges(c))
+        return -1;
+    int *cnt = calloc((size_t)c->n_bases + 1, sizeof(int));  /* per base, this step so far */
+    int *bcnt = calloc((size_t)c->n_bases + 1, sizeof(int)); /* backward ones */
+    struct seqpos *sp = malloc((c->t->n_ranges + 1) * sizeof(*sp));
+    if (!cnt || !bcnt || !sp)
+        goto oom;
     for (int pass = 0; pass < 2; pass++) {
         for (int s = 0; s < c->n_steps; s++) {
             size_t n;
-            long *v = step_ranges(c, s, RC_FWD, &n);
-            if (!v)
-                return -1;
+            const long *v = step_ranges(c, s, RC_FWD, &n);
             for (size_t i = 0; i < n; i++) {
-                int occ = occurrence(c->ri, v, i);
-                int k = pass == 0 && s >= c->first_used ? op_add(c, c->ri[v[i]].base, occ)
-                                                         : op_find(c, c->ri[v[i]].base, occ);
-                c->ri[v[i]].op = k;
+                struct rinfo *r = &c->ri[v[i]];
+                int occ = cnt[r->base_id]++;
+                int k = pass == 0 && s >= c->first_used ? op_add(c, r, occ)
+                                                         : op_find(c, r->base_id, occ);
+                if (k == -2)
+                    goto oom;
+                r->op = k;
             }
-            free(v);
+            for (size_t i = 0; i < n; i++)
+                cnt[c->ri[v[i]].base_id] = 0;
         }
     }
     c->max_occ = calloc((size_t)c->n_ops + 1, sizeof(int));
     if (!c->max_occ)
-        return -1;
+        goto oom;
     for (int i = 0; i < c->n_ops; i++)
-        for (int j = 0; j < c->n_ops; j++)
-            if (strcmp(c->ops[i].base, c->ops[j].base) == 0 && c->ops[j].occ + 1 > c->max_occ[i])
-                c->max_occ[i] = c->ops[j].occ + 1;
+        if (c->ops[i].occ + 1 > cnt[c->ops[i].base_id])
+            cnt[c->ops[i].base_id] = c->ops[i].occ + 1;
+    for (int i = 0; i < c->n_ops; i++)
+        c->max_occ[i] = cnt[c->ops[i].base_id];
+    for (int i = 0; i < c->n_ops; i++)
+        cnt[c->ops[i].base_id] = 0;
 
     for (int s = 0; s < c->n_steps; s++) {
-        size_t nf, nb;
-        long *f = step_ranges(c, s, RC_FWD, &nf);
-        long *b = step_ranges(c, s, RC_BWD, &nb);
-        if (!f || !b) {
-            free(f);
-            free(b);
-            return -1;
+        size_t nf, nb, ns = 0;
+        const long *f = step_ranges(c, s, RC_FWD, &nf);
+        const long *b = step_ranges(c, s, RC_BWD, &nb);
+        for (size_t j = 0; j < nf; j++) {
+            const struct rinfo *fj = &c->ri[f[j]];
+            cnt[fj->base_id]++;
+            if (fj->seqmin >= 0)
+                sp[ns++] = (struct seqpos){fj->seqmin, j};
         }
+        sort_n(sp, ns, sizeof(*sp), cmp_seqpos);
         for (size_t i = 0; i < nb; i++) {
             struct rinfo *bi = &c->ri[b[i]];
             bi->op = -1;
             if (bi->seq >= 0) {
                 /* PyTorch: the forward op that was running when the sequence counter stood at
-                 * this backward node's number is the last one whose first seq is <= it. */
-                long best = -1;
-                for (size_t j = 0; j < nf; j++) {
-                    const struct rinfo *fj = &c->ri[f[j]];
-                    if (fj->seqmin >= 0 && fj->seqmin <= bi->seq &&
-                        (best < 0 || fj->seqmin >= c->ri[best].seqmin))
-                        best = f[j];
+                 * this backward node's number is the last one whose first seq is <= it (of
+                 * equal ones, the last to start). */
+                size_t lo = 0, hi = ns;
+                while (lo < hi) {
+                    size_t mid = (lo + hi) / 2;
+                    if (sp[mid].seqmin <= bi->seq)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
                 }
-                if (best >= 0)
-                    bi->op = c->ri[best].op;
+                if (lo > 0)
+                    bi->op = c->ri[f[sp[lo - 1].j]].op;
             } else {
                 /* "bwd:NAME": backward visits repeated names in reverse, so the i-th backward
                  * occurrence belongs to the (n-1-i)-th forward one. */
-                int nocc = 0, bocc = 0;
-                for (size_t j = 0; j < nf; j++)
-                    if (strcmp(c->ri[f[j]].base, bi->base) == 0)
-                        nocc++;
-                for (size_t j = 0; j < i; j++)
-                    if (strcmp(c->ri[b[j]].base, bi->base) == 0)
-                        bocc++;
+                int nocc = cnt[bi->base_id], bocc = bcnt[bi->base_id];
                 if (bocc < nocc)
-                    bi->op = op_find(c, bi->base, nocc - 1 - bocc);
+                    bi->op = op_find(c, bi->base_id, nocc - 1 - bocc);
             }
+            bcnt[bi->base_id]++;
         }
-        free(f);
-        free(b);
+        for (size_t j = 0; j < nf; j++)
+            cnt[c->ri[f[j]].base_id] = 0;
+        for (size_t i = 0; i < nb; i++)
+            bcnt[c->ri[b[i]].base_id] = 0;
     }
+    free(cnt);
+    free(bcnt);
+    free(sp);
     return 0;
+oom:
+    free(cnt);
+    free(bcnt);
+    free(sp);
+    return -1;
 }
 
 /* ---- per-op accumulation --------------------------------------------------------------- */
@@ -392,7 +511,7 @@ static double median(const double *v, int n)
             w[k++] = v[i];
     double m = 0;
     if (k > 0) {
-        qsort(w, (size_t)k, sizeof(*w), cmp_double);
+        sort_n(w, (size_t)k, sizeof(*w), cmp_double);
         m = k % 2 ? w[k / 2] : 0.5 * (w[k / 2 - 1] + w[k / 2]);
     }
     free(w);
@@ -486,12 +605,27 @@ static int cmp_tensor(const void *a, const void *b)
     return x->t < y->t ? -1 : x->t > y->t;
 }
 
-static int op_by_name(const struct mpress_profile *p, const char *name)
+static const struct mpress_profile *sort_prof;
+
+static int cmp_op_name(const void *a, const void *b)
 {
-    for (int i = 0; i < p->n_ops; i++)
-        if (strcmp(p->ops[i].name, name) == 0)
-            return i;
-    return -1;
+    int x = *(const int *)a, y = *(const int *)b;
+    int k = strcmp(sort_prof->ops[x].name, sort_prof->ops[y].name);
+    return k ? k : (x > y) - (x < y);
+}
+
+/* by_name: op indices sorted by (name, index). The first op of that name, or -1. */
+static int op_by_name(const struct mpress_profile *p, const int *by_name, const char *name)
+{
+    int lo = 0, hi = p->n_ops;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (strcmp(p->ops[by_name[mid]].name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->n_ops && strcmp(p->ops[by_name[lo]].name, name) == 0 ? by_name[lo] : -1;
 }
 
 static int layer_of(const char *name)
@@ -571,7 +705,7 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
         c.steps[0] = (struct step){0, UINT64_MAX};
         c.n_steps = 1;
     }
-    qsort(c.steps, (size_t)c.n_steps, sizeof(*c.steps), cmp_step);
+    sort_n(c.steps, (size_t)c.n_steps, sizeof(*c.steps), cmp_step);
     for (size_t i = 0; i < t->n_ranges; i++) {
         c.ri[i].step = c.has_steps ? step_of(c.steps, c.n_steps, t->ranges[i].start) : 0;
     }
@@ -628,7 +762,7 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
         }
         iv[niv++] = (struct interval){w.op, w.dir, w.step, a->start, a->end};
     }
-    qsort(iv, niv, sizeof(*iv), cmp_interval);
+    sort_n(iv, niv, sizeof(*iv), cmp_interval);
     for (size_t i = 0; i < niv;) {
         size_t j = i;
         uint64_t total = 0, cs = iv[i].start, ce = iv[i].end;
@@ -673,10 +807,12 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
     for (int k = 0; k < c.n_ops; k++) {
         struct mpress_op *op = &p->ops[k];
         if (c.max_occ[k] > 1)
-            snprintf(op->name, sizeof(op->name), "%s.%d", c.ops[k].base, c.ops[k].occ);
+            /* long names are cut, as everywhere in the profile */
+            snprintf(op->name, sizeof(op->name), "%.*s.%d", (int)strlen(c.ops[k].base),
+                     c.ops[k].base, c.ops[k].occ);
         else
             snprintf(op->name, sizeof(op->name), "%s", c.ops[k].base);
-        snprintf(op->kind, sizeof(op->kind), "%s", c.ops[k].base);
+        snprintf(op->kind, sizeof(op->kind), "%.*s", (int)sizeof(op->kind) - 1, c.ops[k].base);
         op->layer = layer_of(op->name);
         if (op->layer > max_layer)
             max_layer = op->layer;
@@ -733,6 +869,10 @@ done:
     free(c.steps);
     free(c.ops);
     free(c.max_occ);
+    free(c.map.key);
+    free(c.map.val);
+    free(c.lists);
+    free(c.seg);
     return rc;
 }
 
@@ -751,17 +891,24 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
     struct tensor_acc *tens = malloc((n + 1) * sizeof(*tens));
     uint64_t *live_dev = calloc(MPRESS_TRACE_MAX_DEVICES, sizeof(*live_dev));
     uint64_t *ws_cur = calloc(t->n_ranges + 1, sizeof(*ws_cur));
+    int *by_name = malloc(((size_t)p->n_ops + 1) * sizeof(*by_name));
     struct live lv = {0};
     lv.cap = 64;
     while (lv.cap < 2 * n + 2)
         lv.cap *= 2;
     lv.slot = calloc(lv.cap, sizeof(*lv.slot));
     size_t ntens = 0;
-    if (!ord || !freed_by || !alloc_of || !pos_of || !wh || !tens || !live_dev || !ws_cur || !lv.slot)
+    if (!ord || !freed_by || !alloc_of || !pos_of || !wh || !tens || !live_dev || !ws_cur || !lv.slot ||
+        !by_name)
         goto oom;
+    for (int k = 0; k < p->n_ops; k++)
+        by_name[k] = k;
+    sort_prof = p;
+    sort_n(by_name, (size_t)p->n_ops, sizeof(*by_name), cmp_op_name);
+    sort_prof = NULL;
     for (size_t i = 0; i < n; i++)
         ord[i] = &t->mems[i];
-    qsort(ord, n, sizeof(*ord), cmp_mem_time);
+    sort_n(ord, n, sizeof(*ord), cmp_mem_time);
     for (size_t i = 0; i < n; i++) {
         freed_by[i] = -1;
         alloc_of[i] = -1;
@@ -861,7 +1008,7 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
         }
         if (wa->state >= 0 && persistent) {
             const struct rinfo *sr = &c->ri[wa->state];
-            int k = op_by_name(p, sr->base);
+            int k = op_by_name(p, by_name, sr->base);
             if (k >= 0) {
                 if (sr->cls == RC_PARAM)
                     p->ops[k].param_bytes += a->bytes;
@@ -886,7 +1033,7 @@ static int memory_pass(struct ctx *c, struct mpress_profile *p, struct mpress_tr
     }
 
     /* Saved tensors, per op in allocation order. */
-    qsort(tens, ntens, sizeof(*tens), cmp_tensor);
+    sort_n(tens, ntens, sizeof(*tens), cmp_tensor);
     for (size_t i = 0; i < ntens;) {
         size_t j = i;
         while (j < ntens && tens[j].op == tens[i].op)
@@ -927,6 +1074,7 @@ done:
     free(live_dev);
     free(ws_cur);
     free(lv.slot);
+    free(by_name);
     return rc;
 }
 

@@ -142,8 +142,10 @@ static int parse_event(struct mpress_trace *t, struct line_ctx *c)
         if (!r->name)
             return mpress_error_set(c->err, MPRESS_ESYSTEM, "out of memory");
         r->end = UINT64_MAX;
-        rc = get_u64(c, "id", &r->id, 0) || get_u64(c, "parent", &r->parent, 1) ||
-             get_u64(c, "tid", &r->tid, 1) || get_u64(c, "t", &r->start, 0);
+        (void)((rc = get_u64(c, "id", &r->id, 0)) ||
+             (rc = get_u64(c, "parent", &r->parent, 1)) ||
+             (rc = get_u64(c, "tid", &r->tid, 1)) ||
+             (rc = get_u64(c, "t", &r->start, 0)));
         r->line = c->line;
         if (!rc && r->id == 0)
             return bad(c, "id", "range ids start at 1%s", "");
@@ -151,20 +153,24 @@ static int parse_event(struct mpress_trace *t, struct line_ctx *c)
         struct trace_pop *p = grow((void **)&t->pops, &t->n_pops, &t->cap_pops, sizeof(*p));
         if (!p)
             return mpress_error_set(c->err, MPRESS_ESYSTEM, "out of memory");
-        rc = get_u64(c, "id", &p->id, 0) || get_u64(c, "t", &p->t, 0);
+        (void)((rc = get_u64(c, "id", &p->id, 0)) ||
+             (rc = get_u64(c, "t", &p->t, 0)));
         p->line = c->line;
     } else if (strcmp(ev, "corr") == 0) {
         struct trace_corr *k = grow((void **)&t->corrs, &t->n_corrs, &t->cap_corrs, sizeof(*k));
         if (!k)
             return mpress_error_set(c->err, MPRESS_ESYSTEM, "out of memory");
-        rc = get_u64(c, "corr", &k->corr, 0) || get_u64(c, "ext", &k->ext, 0);
+        (void)((rc = get_u64(c, "corr", &k->corr, 0)) ||
+             (rc = get_u64(c, "ext", &k->ext, 0)));
     } else if (strcmp(ev, "kernel") == 0 || strcmp(ev, "memcpy") == 0 ||
                strcmp(ev, "memset") == 0) {
         struct trace_act *a = grow((void **)&t->acts, &t->n_acts, &t->cap_acts, sizeof(*a));
         if (!a)
             return mpress_error_set(c->err, MPRESS_ESYSTEM, "out of memory");
-        rc = get_u64(c, "corr", &a->corr, 0) || get_int(c, "dev", &a->dev, 0) ||
-             get_u64(c, "start", &a->start, 0) || get_u64(c, "end", &a->end, 0);
+        (void)((rc = get_u64(c, "corr", &a->corr, 0)) ||
+             (rc = get_int(c, "dev", &a->dev, 0)) ||
+             (rc = get_u64(c, "start", &a->start, 0)) ||
+             (rc = get_u64(c, "end", &a->end, 0)));
         if (!rc && a->end < a->start)
             return bad(c, "end", "activity ends before it starts%s", "");
     } else if (strcmp(ev, "alloc") == 0 || strcmp(ev, "free") == 0) {
@@ -178,13 +184,16 @@ static int parse_event(struct mpress_trace *t, struct line_ctx *c)
             return mpress_error_set(c->err, MPRESS_ESYSTEM, "out of memory");
         m->is_alloc = ev[0] == 'a';
         m->seq = t->n_mems - 1;
-        rc = get_u64(c, "corr", &m->corr, 0) || get_int(c, "dev", &m->dev, 0) ||
-             get_addr(c, "addr", &m->addr) || get_u64(c, "bytes", &m->bytes, !m->is_alloc) ||
-             get_u64(c, "t", &m->t, 0);
+        (void)((rc = get_u64(c, "corr", &m->corr, 0)) ||
+             (rc = get_int(c, "dev", &m->dev, 0)) ||
+             (rc = get_addr(c, "addr", &m->addr)) ||
+             (rc = get_u64(c, "bytes", &m->bytes, !m->is_alloc)) ||
+             (rc = get_u64(c, "t", &m->t, 0)));
     } else if (strcmp(ev, "device") == 0) {
         int id = 0;
         uint64_t membytes = 0;
-        rc = get_int(c, "dev", &id, 0) || get_u64(c, "memory", &membytes, 1);
+        (void)((rc = get_int(c, "dev", &id, 0)) ||
+             (rc = get_u64(c, "memory", &membytes, 1)));
         if (rc)
             return rc;
         struct mpress_trace_device *d = trace_device(t, id);
@@ -216,7 +225,7 @@ static int parse_event(struct mpress_trace *t, struct line_ctx *c)
         /* Unknown kinds are skipped so that version-1 readers accept files from tracers that
          * add kinds; a kind whose meaning changes gets a new version. */
     }
-    return rc ? MPRESS_EINPUT : 0; /* the getters' failures are chained with || */
+    return rc; /* a getter's own code (MPRESS_EINPUT), kept through the chains above */
 }
 
 struct mpress_trace_device *trace_device(struct mpress_trace *t, int id)

@@ -112,93 +112,27 @@ static int stage_of_op(const struct mpress_plan *plan, int op)
 
 /* ---- checks --------------------------------------------------------------------------------- */
 
-static int validate_stages(const struct mpress_plan *plan, struct mpress_error *err)
-{
-    const struct mpress_profile *pr = &plan->profile;
-    const struct mpress_topology *tp = &plan->topology;
-    if (plan->n_stages < 1 || !plan->stages)
-        return mpress_error_set(err, MPRESS_EINPUT, "the plan has no stages");
-    if (plan->micro_batches < 1)
-        return mpress_error_set(err, MPRESS_EINPUT, "micro_batches is %d, must be >= 1",
-                                plan->micro_batches);
-    if (tp->n_gpus < 1 || tp->n_gpus > MPRESS_MAX_GPUS)
-        return mpress_error_set(err, MPRESS_EINPUT, "the topology has %d GPUs", tp->n_gpus);
-    if (plan->prefetch_lookahead < 0)
-        return mpress_error_set(err, MPRESS_EINPUT, "prefetch_lookahead is negative");
-    int used[MPRESS_MAX_GPUS] = {0};
-    int next = 0;
-    for (int k = 0; k < plan->n_stages; k++) {
-        const struct mpress_plan_stage *st = &plan->stages[k];
-        if (st->first_op != next || st->last_op < st->first_op || st->last_op >= pr->n_ops)
-            return mpress_error_set(err, MPRESS_EINPUT,
-                                    "stages[%d]: ops %d..%d do not continue the partition at "
-                                    "op %d of %d", k, st->first_op, st->last_op, next,
-                                    pr->n_ops);
-        if (st->gpu < 0 || st->gpu >= tp->n_gpus)
-            return mpress_error_set(err, MPRESS_EINPUT, "stages[%d]: gpu %d is not in the "
-                                    "topology (%d GPUs)", k, st->gpu, tp->n_gpus);
-        if (used[st->gpu]++)
-            return mpress_error_set(err, MPRESS_EINPUT, "stages[%d]: gpu %d already runs "
-                                    "another stage; a schedule runs one stage per GPU", k,
-                                    st->gpu);
-        next = st->last_op + 1;
-    }
-    if (next != pr->n_ops)
-        return mpress_error_set(err, MPRESS_EINPUT, "the stages cover ops 0..%d of %d", next - 1,
-                                pr->n_ops);
-    return 0;
-}
-
-static int validate_action(const struct mpress_plan *plan, int i, struct mpress_error *err)
-{
-    const struct mpress_profile *pr = &plan->profile;
-    const struct mpress_topology *tp = &plan->topology;
-    const struct mpress_plan_action *a = &plan->actions[i];
-    const struct mpress_plan_stage *st = &plan->stages[stage_of_op(plan, a->op)];
-    int e = a->evict_after_op < 0 ? a->op : a->evict_after_op;
-    int p = a->prefetch_before_op < 0 ? a->op : a->prefetch_before_op;
-    if (e < a->op || e > st->last_op)
-        return mpress_error_set(err, MPRESS_EINPUT, "actions[%d]: evict_after_op %d is not "
-                                "between its op %d and the end of its stage (op %d)", i, e,
-                                a->op, st->last_op);
-    if (p < a->op || p > st->last_op)
-        return mpress_error_set(err, MPRESS_EINPUT, "actions[%d]: prefetch_before_op %d is "
-                                "not between its op %d and the end of its stage (op %d)", i, p,
-                                a->op, st->last_op);
-    if (a->action != MPRESS_ACTION_D2D_SWAP)
-        return 0;
-    uint64_t sum = 0;
-    if (a->n_peers < 1 || a->n_peers > MPRESS_MAX_GPUS)
-        return mpress_error_set(err, MPRESS_EINPUT, "actions[%d]: d2d_swap with %d peers", i,
-                                a->n_peers);
-    for (int q = 0; q < a->n_peers; q++) {
-        if (a->peers[q] < 0 || a->peers[q] >= tp->n_gpus || a->peers[q] == st->gpu)
-            return mpress_error_set(err, MPRESS_EINPUT, "actions[%d]: peer %d is not another "
-                                    "GPU of the topology", i, a->peers[q]);
-        sum += a->peer_bytes[q];
-    }
-    uint64_t want = pr->ops[a->op].tensors[a->tensor].bytes;
-    if (sum != want)
-        return mpress_error_set(err, MPRESS_EINPUT, "actions[%d]: peer shares sum to %llu "
-                                "bytes, the tensor has %llu", i, (unsigned long long)sum,
-                                (unsigned long long)want);
-    return 0;
-}
-
-/* Checks the plan and fills action_of: action_of[action_of[op] + tensor] = action index or -1
- * (keep); the first n_ops entries are each op's offset. */
+/* Checks the plan and fills action_of: action_of[action_of[op] + tensor] = action index; the
+ * first n_ops entries are each op's offset. What makes a plan valid is mpress_plan_check's (the
+ * rules the loader and the evaluator apply too); what is left here is only what lowering needs
+ * beyond them. */
 static int validate(const struct mpress_plan *plan, int **action_of, struct mpress_error *err)
 {
     const struct mpress_profile *pr = &plan->profile;
-    int rc = validate_stages(plan, err);
+    *action_of = NULL;
+    int rc = mpress_plan_check(pr, &plan->topology, plan->micro_batches, plan->n_stages,
+                               plan->stages, plan->n_actions, plan->actions, NULL, err);
     if (rc)
         return rc;
-    size_t total = (size_t)pr->n_ops + 1;
-    for (int o = 0; o < pr->n_ops; o++)
-        total += (size_t)pr->ops[o].n_tensors;
-    if (total > INT_MAX)
-        return mpress_error_set(err, MPRESS_EINPUT, "the profile has %zu saved tensors, more "
-                                "than the schedule can count", total);
+    if (plan->prefetch_lookahead < 0) {
+        if (err)
+            snprintf(err->path, sizeof(err->path), "prefetch_lookahead");
+        return mpress_error_set(err, MPRESS_EINPUT, "expected a prefetch_lookahead >= 0, got %d",
+                                plan->prefetch_lookahead);
+    }
+    /* One action per saved tensor in profile order (checked above), so the map is the prefix
+     * sums of the ops' tensor counts; n_actions is within MPRESS_MAX_SCHEDULE_SLOTS. */
+    size_t total = (size_t)pr->n_ops + (size_t)plan->n_actions;
     int *base = malloc(total * sizeof(int));
     *action_of = base;
     if (!base)
@@ -207,23 +141,8 @@ static int validate(const struct mpress_plan *plan, int **action_of, struct mpre
     for (int o = 0; o < pr->n_ops; o++) {
         base[o] = off;
         for (int j = 0; j < pr->ops[o].n_tensors; j++)
-            base[off + j] = -1;
+            base[off + j] = off - pr->n_ops + j;
         off += pr->ops[o].n_tensors;
-    }
-    for (int i = 0; i < plan->n_actions; i++) {
-        const struct mpress_plan_action *a = &plan->actions[i];
-        if (a->op < 0 || a->op >= pr->n_ops || a->tensor < 0 ||
-            a->tensor >= pr->ops[a->op].n_tensors)
-            return mpress_error_set(err, MPRESS_EINPUT, "actions[%d]: op %d tensor %d is not in "
-                                    "the profile", i, a->op, a->tensor);
-        int *slot = &base[base[a->op] + a->tensor];
-        if (*slot >= 0)
-            return mpress_error_set(err, MPRESS_EINPUT, "actions[%d]: tensor %s already has "
-                                    "actions[%d]", i, pr->ops[a->op].tensors[a->tensor].id,
-                                    *slot);
-        *slot = i;
-        if (a->action != MPRESS_ACTION_KEEP && (rc = validate_action(plan, i, err)))
-            return rc;
     }
     return 0;
 }
@@ -377,10 +296,10 @@ static void lay_forward(struct mpress_sched *s, struct layout *L, int k, int it,
     for (int o = st->first_op; o <= st->last_op; o++)
         for (int j = 0; j < pr->ops[o].n_tensors; j++) {
             int ai = action_at(L, o, j);
-            if (ai < 0 || plan->actions[ai].action != MPRESS_ACTION_RECOMPUTE)
+            if (plan->actions[ai].action != MPRESS_ACTION_RECOMPUTE)
                 continue;
             const struct mpress_plan_action *a = &plan->actions[ai];
-            int e = a->evict_after_op < 0 ? a->op : a->evict_after_op;
+            int e = a->evict_after_op;
             if (L->fwd[u * pr->n_ops + e] < 0)
                 return;
             struct sched_btask *E = &s->bt[L->fwd[u * pr->n_ops + e]];
@@ -400,10 +319,10 @@ static void lay_recomputes(struct mpress_sched *s, struct layout *L, int k, int 
     for (int o2 = st->first_op; o2 <= o; o2++)
         for (int j = 0; j < pr->ops[o2].n_tensors; j++) {
             int ai = action_at(L, o2, j);
-            if (ai < 0 || plan->actions[ai].action != MPRESS_ACTION_RECOMPUTE)
+            if (plan->actions[ai].action != MPRESS_ACTION_RECOMPUTE)
                 continue;
             const struct mpress_plan_action *a = &plan->actions[ai];
-            int p = a->prefetch_before_op < 0 ? a->op : a->prefetch_before_op;
+            int p = a->prefetch_before_op;
             if (p != o)
                 continue;
             int t = new_task(s, MPRESS_TASK_RECOMPUTE, k, it, m, o2);
@@ -438,7 +357,7 @@ static void lay_backward(struct mpress_sched *s, struct layout *L, int k, int it
         /* The saved tensors of op die with its backward. */
         for (int j = 0; j < op->n_tensors; j++) {
             int ai = action_at(L, o, j);
-            enum mpress_mem_kind kind = ai < 0 || plan->actions[ai].action == MPRESS_ACTION_KEEP
+            enum mpress_mem_kind kind = plan->actions[ai].action == MPRESS_ACTION_KEEP
                                             ? MPRESS_MEM_ACTIVATIONS
                                             : MPRESS_MEM_WORKING;
             add_mem(s, &T->mem_end, g, kind, g, it, m, -(int64_t)op->tensors[j].bytes);
@@ -465,12 +384,25 @@ static int socket_of_gpu(const struct mpress_topology *tp, int g)
     return sock < 0 || sock >= (tp->n_sockets > 0 ? tp->n_sockets : 1) ? 0 : sock;
 }
 
+void sched_step_traffic(const struct mpress_plan *plan, int k,
+                        struct mpress_optimizer_traffic *out)
+{
+    const struct mpress_profile *pr = &plan->profile;
+    const struct mpress_plan_stage *st = &plan->stages[k];
+    double pb = 0, gb = 0, ob = 0;
+    for (int o = st->first_op; o <= st->last_op; o++) {
+        pb += (double)pr->ops[o].param_bytes;
+        gb += (double)pr->ops[o].grad_bytes;
+        ob += (double)pr->ops[o].optim_bytes;
+    }
+    mpress_optimizer_step_traffic(&pr->model, pb, gb, ob, out);
+}
+
 /* Optimizer step of stage k after iteration it: on the GPU one compute task; on the host
  * gradients down, a CPU step, weights up. Records the step's first and last task. */
 static void lay_step(struct mpress_sched *s, struct layout *L, int k, int it)
 {
     const struct mpress_plan *plan = s->plan;
-    const struct mpress_profile *pr = &plan->profile;
     const struct mpress_plan_stage *st = &plan->stages[k];
     int g = st->gpu, at = it * s->n_stages + k;
     if (!st->optimizer_on_host) {
@@ -479,11 +411,10 @@ static void lay_step(struct mpress_sched *s, struct layout *L, int k, int it)
         L->step_first[at] = L->step_last[at] = t;
         return;
     }
-    uint64_t pb = 0, gb = 0;
-    for (int o = st->first_op; o <= st->last_op; o++) {
-        pb += pr->ops[o].param_bytes;
-        gb += pr->ops[o].grad_bytes;
-    }
+    /* What crosses PCIe is the planner's fact too (mpress_optimizer_step_traffic): the
+     * gradients down, the updated weights up. */
+    struct mpress_optimizer_traffic tr;
+    sched_step_traffic(plan, k, &tr);
     int last = seq_last(s, k);
     int d = new_task(s, MPRESS_TASK_GRAD_D2H, k, it, -1, -1);
     int c = new_task(s, MPRESS_TASK_OPTIMIZER, k, it, -1, -1);
@@ -492,12 +423,12 @@ static void lay_step(struct mpress_sched *s, struct layout *L, int k, int it)
         return;
     struct mpress_task *D = &s->bt[d].pub, *C = &s->bt[c].pub, *H = &s->bt[h].pub;
     D->dst = -1;
-    D->bytes = gb;
+    D->bytes = (uint64_t)tr.pcie_down_bytes;
     D->queue = transfer_queue(s, g, -1);
     C->src = C->dst = -1;
     C->queue = s->n_gpus * s->epg + socket_of_gpu(&plan->topology, g);
     H->src = -1;
-    H->bytes = pb;
+    H->bytes = (uint64_t)tr.pcie_up_bytes;
     H->queue = transfer_queue(s, -1, g);
     add_edge(s, last, d);
     add_edge(s, d, c);
@@ -625,8 +556,8 @@ static int lay_swap_part(struct mpress_sched *s, struct layout *L, int ai, int q
     const struct mpress_plan_action *a = &plan->actions[ai];
     int k = stage_of_op(plan, a->op), g = plan->stages[k].gpu, n_ops = pr->n_ops;
     int it = u / s->M, m = u % s->M;
-    int e = a->evict_after_op < 0 ? a->op : a->evict_after_op;
-    int p = a->prefetch_before_op < 0 ? a->op : a->prefetch_before_op;
+    int e = a->evict_after_op;
+    int p = a->prefetch_before_op;
     int host = a->action == MPRESS_ACTION_HOST_SWAP;
     int peer = host ? -1 : a->peers[q];
     uint64_t bytes = host ? pr->ops[a->op].tensors[a->tensor].bytes : a->peer_bytes[q];
@@ -675,7 +606,7 @@ static int lay_swaps(struct mpress_sched *s, struct layout *L, struct mpress_err
         if (a->action != MPRESS_ACTION_HOST_SWAP && a->action != MPRESS_ACTION_D2D_SWAP)
             continue;
         int k = stage_of_op(plan, a->op);
-        int p = a->prefetch_before_op < 0 ? a->op : a->prefetch_before_op;
+        int p = a->prefetch_before_op;
         int parts = a->action == MPRESS_ACTION_HOST_SWAP ? 1 : a->n_peers;
         for (int u = 0; u < s->N * s->M; u++)
             for (int q = 0; q < parts; q++) {

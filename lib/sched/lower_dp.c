@@ -320,10 +320,14 @@ static void lay_iteration(struct mpress_sched *s, struct dp *d, int it)
             }
     if (s->failed)
         goto out;
-    /* the step */
+    /* the step: each rank steps its partition of the model states; what the step reads and
+     * writes is mpress_optimizer_step_traffic's count, as for a plan's step */
+    struct mpress_optimizer_traffic tr;
+    mpress_optimizer_step_traffic(&plan->profile.model, (double)d->P, (double)d->G,
+                                  (double)d->O, &tr);
+    uint64_t touched = part((uint64_t)tr.memory_bytes, n);
     for (int g = 0; g < n; g++) {
         int last = s->seq_len[g] ? s->seq[g][s->seq_len[g] - 1] : -1;
-        uint64_t touched = part(2 * d->P + d->G + 2 * d->O, n);
         int end = -1;
         if (pol == MPRESS_DP_ZERO3) {
             end = sched_new_task(s, MPRESS_TASK_OPTIMIZER, g, it, -1, -1);
@@ -346,9 +350,11 @@ static void lay_iteration(struct mpress_sched *s, struct dp *d, int it)
     if (pol == MPRESS_DP_ZERO_OFFLOAD) {
         for (int g = 0; g < n; g++) {
             int last = s->seq_len[g] ? s->seq[g][s->seq_len[g] - 1] : -1;
-            int dn = new_copy(s, MPRESS_TASK_GRAD_D2H, g, it, -1, 1, part(d->G, n));
-            int cs = new_cpu_step(s, g, it, part(2 * d->P + d->G + 2 * d->O, n));
-            int up = new_copy(s, MPRESS_TASK_WEIGHTS_H2D, g, it, -1, 0, part(d->P, n));
+            int dn = new_copy(s, MPRESS_TASK_GRAD_D2H, g, it, -1, 1,
+                              part((uint64_t)tr.pcie_down_bytes, n));
+            int cs = new_cpu_step(s, g, it, touched);
+            int up = new_copy(s, MPRESS_TASK_WEIGHTS_H2D, g, it, -1, 0,
+                              part((uint64_t)tr.pcie_up_bytes, n));
             if (dn < 0 || cs < 0 || up < 0)
                 goto out;
             sched_add_edge(s, last, dn);

@@ -333,6 +333,14 @@ const struct mpress_plan *mpress_sched_plan(const struct mpress_sched *s)
     return s->plan;
 }
 
+void mpress_sched_step_traffic(const struct mpress_sched *s, int stage,
+                               struct mpress_optimizer_traffic *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (s && stage >= 0 && stage < s->n_stages)
+        sched_step_traffic(s->plan, stage, out);
+}
+
 int mpress_sched_iterations(const struct mpress_sched *s)
 {
     return s->N;

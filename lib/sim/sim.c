@@ -35,22 +35,6 @@ void mpress_sim_options_init(struct mpress_sim_options *opt)
 
 /* ---- durations ------------------------------------------------------------------------- */
 
-/* An elementwise Adam/SGD step is memory-bound: it reads the gradients and optimizer states
- * and writes the states and weights once, so it takes (grad + 2 x optim + param bytes) / memory
- * bandwidth (HBM for the GPU, host memory for the CPU). */
-static double step_bytes(const struct mpress_plan *plan, int k)
-{
-    const struct mpress_profile *pr = &plan->profile;
-    const struct mpress_plan_stage *s = &plan->stages[k];
-    double pb = 0, gb = 0, ob = 0;
-    for (int o = s->first_op; o <= s->last_op; o++) {
-        pb += (double)pr->ops[o].param_bytes;
-        gb += (double)pr->ops[o].grad_bytes;
-        ob += (double)pr->ops[o].optim_bytes;
-    }
-    return gb + 2 * ob + pb;
-}
-
 /* What the simulator decides for task i: its duration (compute and CPU tasks) or the links its
  * copy crosses (transfers). Tasks are visited in schedule order, so the first task the
  * topology cannot run names the error. */
@@ -74,8 +58,17 @@ static int task_cost(struct mpress_sim *sim, int i, struct mpress_error *err)
         return 0;
     }
     case MPRESS_TASK_OPTIMIZER: {
-        /* a lowering other than the plan's (lower_dp.c) gives the bytes a step touches */
-        double touched = P->bytes > 0 ? (double)P->bytes : step_bytes(plan, P->stage);
+        /* An elementwise Adam/SGD step is memory-bound: the bytes it reads and writes over
+         * the memory bandwidth of where it runs (HBM for the GPU, host memory for the CPU).
+         * A plan's step: the schedule's step traffic (mpress_optimizer_step_traffic over the
+         * stage's model states). A data-parallel step (lower_dp.c) carries its own bytes: its
+         * rank's partition, from the same function (sched.h). */
+        double touched = (double)P->bytes;
+        if (!P->bytes) {
+            struct mpress_optimizer_traffic tr;
+            mpress_sched_step_traffic(sim->sched, P->stage, &tr);
+            touched = tr.memory_bytes;
+        }
         double bw = P->src >= 0 ? tp->gpus[P->src].hbm_bytes_per_s : tp->host_memory_bytes_per_s;
         if (touched > 0 && !(bw > 0)) {
             if (P->src >= 0)

@@ -9,7 +9,7 @@
 
 #include "config.h"
 #include "mpress/run_report.h"
-#include "util/strbuf.h"
+#include "strbuf.h"
 
 /* ---- memory replay ----------------------------------------------------------------------- */
 
@@ -200,6 +200,13 @@ static const struct mpress_plan_gpu *predicted_gpu(const struct mpress_plan *pla
     return NULL;
 }
 
+/* Bytes in GiB (2^30), the unit every command prints sizes in; rates stay in GB/s (10^9 B/s),
+ * as the datasheets and topology files state them. */
+static double gib(double bytes)
+{
+    return bytes / 1073741824.0;
+}
+
 static double pct(double sim, double pred)
 {
     return pred != 0 ? (sim - pred) / pred * 100.0 : NAN;
@@ -351,12 +358,12 @@ json_t *mpress_run_report_json(const struct mpress_run_report *r)
     return root;
 }
 
-/* ", label 1.234 GB" per resident at the GPU's peak, the first without its comma. */
+/* ", label 1.234 GiB" per resident at the GPU's peak, the first without its comma. */
 static void residents_text(struct mpress_strbuf *b, const struct mpress_run_gpu *G)
 {
     for (int r = 0; r < G->n_residents; r++)
-        sb_printf(b, "%s %s %.3f GB", r ? "," : "", G->residents[r].label,
-                  G->residents[r].bytes / 1e9);
+        sb_printf(b, "%s %s %.3f GiB", r ? "," : "", G->residents[r].label,
+                  gib((double)G->residents[r].bytes));
 }
 
 static void fmt_diff(char *out, size_t size, double sim, double pred)
@@ -372,16 +379,16 @@ char *mpress_run_oom_text(const struct mpress_run_report *r)
     const struct mpress_run_summary *S = &r->summary;
     struct mpress_strbuf b = {0};
     if (!S->out_of_memory && S->host_out_of_memory) {
-        sb_printf(&b, "out of pinned host memory: peak %.3f GB of %.3f GB (host swaps and host "
-                    "optimizer states)", S->host_peak / 1e9, S->host_capacity / 1e9);
+        sb_printf(&b, "out of pinned host memory: peak %.3f GiB of %.3f GiB (host swaps and host "
+                    "optimizer states)", gib((double)S->host_peak), gib((double)S->host_capacity));
         return sb_finish(&b);
     }
     if (!S->out_of_memory)
         return NULL;
     const struct mpress_run_gpu *G = &S->gpus[S->oom_gpu];
-    sb_printf(&b, "out of memory on gpu %d at %.6f s: peak %.3f GB of %.3f GB capacity; largest "
-                "residents at the peak:", S->oom_gpu, G->oom_time_s, G->peak / 1e9,
-            G->capacity / 1e9);
+    sb_printf(&b, "out of memory on gpu %d at %.6f s: peak %.3f GiB of %.3f GiB capacity; largest "
+                "residents at the peak:", S->oom_gpu, G->oom_time_s, gib((double)G->peak),
+            gib((double)G->capacity));
     residents_text(&b, G);
     return sb_finish(&b);
 }
@@ -410,8 +417,8 @@ char *mpress_run_render(const struct mpress_run_report *r)
     sb_printf(&b, "(model TFLOP/s counts 3 x forward FLOPs per sample, recompute not counted; "
                 "with recompute: %.2f)\n\n", S->hardware_tflops);
 
-    sb_printf(&b, "%-4s %5s %10s %10s %9s %10s %10s %8s %8s %8s\n", "gpu", "stage", "peak GB",
-            "predicted", "diff", "capacity", "peak at s", "busy s", "swap s", "bound s");
+    sb_printf(&b, "%-4s %5s %10s %10s %9s %10s %10s %8s %8s %8s\n", "gpu", "stage", "peak GiB",
+            "pred. GiB", "diff", "cap. GiB", "peak at s", "busy s", "swap s", "bound s");
     for (int g = 0; g < S->n_gpus; g++) {
         const struct mpress_run_gpu *G = &S->gpus[g];
         const struct mpress_plan_gpu *P = predicted_gpu(plan, g);
@@ -419,7 +426,8 @@ char *mpress_run_render(const struct mpress_run_report *r)
         char st[8];
         snprintf(st, sizeof(st), G->stage >= 0 ? "%d" : "-", G->stage);
         sb_printf(&b, "%-4d %5s %10.3f %10.3f %9s %10.3f %10.4f %8.4f %8.4f %8.4f%s\n", g, st,
-                G->peak / 1e9, P ? P->peak / 1e9 : 0.0, d, G->capacity / 1e9, G->peak_time_s,
+                gib((double)G->peak), P ? gib((double)P->peak) : 0.0, d, gib((double)G->capacity),
+                G->peak_time_s,
                 G->busy_s, G->stall_swap_s, G->stall_boundary_s,
                 G->out_of_memory ? "  OUT OF MEMORY" : "");
     }
@@ -445,17 +453,18 @@ char *mpress_run_render(const struct mpress_run_report *r)
         sb_printf(&b, "\n");
     }
     if (S->n_links) {
-        sb_printf(&b, "\n%-26s %10s %12s %8s\n", "link (reported iteration)", "GB/s", "GB moved",
+        sb_printf(&b, "\n%-26s %10s %12s %8s\n", "link (reported iteration)", "GB/s", "GiB moved",
                 "util");
         for (int i = 0; i < S->n_links; i++) {
             const struct mpress_run_link *L = &S->links[i];
             sb_printf(&b, "%-26s %10.1f %12.3f %7.1f%%\n", L->name, L->bytes_per_s / 1e9,
-                    L->bytes / 1e9, L->utilization * 100);
+                    gib((double)L->bytes), L->utilization * 100);
         }
     }
     if (S->host_peak)
-        sb_printf(&b, "\npinned host memory at peak: %.3f GB of %.3f GB%s\n", S->host_peak / 1e9,
-                S->host_capacity / 1e9, S->host_out_of_memory ? "  OUT OF MEMORY" : "");
+        sb_printf(&b, "\npinned host memory at peak: %.3f GiB of %.3f GiB%s\n",
+                gib((double)S->host_peak), gib((double)S->host_capacity),
+                S->host_out_of_memory ? "  OUT OF MEMORY" : "");
     return sb_finish(&b);
 }
 
@@ -669,7 +678,7 @@ char *mpress_run_trace(const struct mpress_run_report *r)
         }
         for (int g = 0; g < G; g++)
             if (touched[g])
-                counter(&b, "memory", g, r->mem[i].t, "GB", tot[g] / 1e9);
+                counter(&b, "memory", g, r->mem[i].t, "GiB", gib((double)tot[g]));
     }
     /* The last event has no trailing comma: a metadata event that sorts the links process
      * after the GPUs. */
@@ -733,8 +742,8 @@ char *mpress_run_svg(const struct mpress_run_report *r)
             X0, Y1, X1, Y1, X0, Y0, X0, Y1);
     for (int i = 0; i <= 4; i++) {
         double v = ymax * i / 4, y = Y1 - (Y1 - Y0) * i / 4;
-        sb_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.1f GB</text>\n", X0 - 4,
-                y + 4, v / 1e9);
+        sb_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.1f GiB</text>\n", X0 - 4,
+                y + 4, gib(v));
         double t = t0 + (t1 - t0) * i / 4, x = X0 + (X1 - X0) * i / 4;
         sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.3f s</text>\n", x,
                 Y1 + 16, t);
@@ -749,8 +758,8 @@ char *mpress_run_svg(const struct mpress_run_report *r)
         double y = Y1 - (Y1 - Y0) * (double)S->gpus[g].capacity / ymax;
         sb_printf(&b, "<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"#d00\" "
                     "stroke-dasharray=\"6 4\"/><text x=\"%.0f\" y=\"%.2f\" fill=\"#d00\" "
-                    "text-anchor=\"end\">capacity %.1f GB</text>\n",
-                X0, y, X1, y, X1, y - 4, S->gpus[g].capacity / 1e9);
+                    "text-anchor=\"end\">capacity %.1f GiB</text>\n",
+                X0, y, X1, y, X1, y - 4, gib((double)S->gpus[g].capacity));
     }
     /* one step line per GPU */
     uint64_t tot[MPRESS_MAX_GPUS + 1] = {0};
@@ -800,10 +809,10 @@ char *mpress_run_svg(const struct mpress_run_report *r)
                 continue;
             y -= h;
             sb_printf(&b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\">"
-                        "<title>gpu %d %s %.3f GB</title></rect>\n",
+                        "<title>gpu %d %s %.3f GiB</title></rect>\n",
                     x, y, w, h, kind_colors[k], g,
                     mpress_mem_kind_name((enum mpress_mem_kind)k),
-                    P->at_peak[k] / 1e9);
+                    gib((double)P->at_peak[k]));
         }
         double cy = B1 - (double)P->capacity * sy;
         sb_printf(&b, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#d00\" "
@@ -811,7 +820,7 @@ char *mpress_run_svg(const struct mpress_run_report *r)
         sb_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">gpu %d</text>\n",
                 x + w / 2, B1 + 16, g);
         sb_printf(&b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" font-size=\"10\">%.1f"
-                    "</text>\n", x + w / 2, y - 3, P->peak / 1e9);
+                    "</text>\n", x + w / 2, y - 3, gib((double)P->peak));
     }
     for (int k = 0; k < MPRESS_MEM_KINDS; k++) {
         double x = X0 + 95.0 * k;
@@ -821,7 +830,7 @@ char *mpress_run_svg(const struct mpress_run_report *r)
                 mpress_mem_kind_name((enum mpress_mem_kind)k));
     }
     sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#d00\">red: capacity; "
-                "numbers: peak GB</text>\n", X0, B1 + 56.0);
+                "numbers: peak GiB</text>\n", X0, B1 + 56.0);
     sb_printf(&b, "</svg>\n");
     return sb_finish(&b);
 }

@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "mpress/topology.h"
-#include "util/strbuf.h"
+#include "strbuf.h"
 
 /* The relation of a GPU pair as nvidia-smi names it: NV# where NVLink joins them, else the
  * PCIe path: PIX behind one switch, NODE within a socket, SYS across sockets. */

@@ -5,10 +5,13 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mpress/json.h"
@@ -29,6 +32,115 @@ char *mpress_json_dumps(const json_t *root)
     return out;
 }
 
+/* ---- temporary files removed on a signal ----------------------------------------------- */
+
+/* A fixed table, so that the signal handler reads only memory that is never freed: a slot is
+ * 0 free, 1 being filled or emptied, 2 armed (its path is complete and the file may exist). */
+#define TEMP_SLOTS 16
+static _Atomic int temp_state[TEMP_SLOTS];
+static char temp_path[TEMP_SLOTS][PATH_MAX];
+
+int mpress_temp_register(const char *path)
+{
+    if (strlen(path) >= PATH_MAX)
+        return -1;
+    for (int i = 0; i < TEMP_SLOTS; i++) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&temp_state[i], &expect, 1)) {
+            memcpy(temp_path[i], path, strlen(path) + 1);
+            atomic_store(&temp_state[i], 2);
+            return i;
+        }
+    }
+    return -1;
+}
+
+void mpress_temp_unregister(int slot)
+{
+    if (slot >= 0 && slot < TEMP_SLOTS)
+        atomic_store(&temp_state[slot], 0);
+}
+
+void mpress_temp_cleanup(void)
+{
+    /* Async-signal-safe: lock-free atomics and unlink only. */
+    for (int i = 0; i < TEMP_SLOTS; i++)
+        if (atomic_load(&temp_state[i]) == 2)
+            unlink(temp_path[i]);
+}
+
+/* ---- atomic writes ---------------------------------------------------------------------- */
+
+int mpress_atomic_begin(struct mpress_atomic_file *f, const char *path, struct mpress_error *err)
+{
+    memset(f, 0, sizeof(*f));
+    f->fd = -1;
+    f->slot = -1;
+    if (!path[0])
+        return mpress_error_set(err, MPRESS_EUSAGE, "an empty output file name");
+    size_t plen = strlen(path);
+    if (plen + 40 >= sizeof(f->tmp))
+        return mpress_error_set(err, MPRESS_EUSAGE, "output file name too long: '%s'", path);
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    /* open() with mode 0666 lets the kernel apply the umask: the file gets the usual mode
+     * without the process ever changing its umask (which other threads would see). */
+    static _Atomic unsigned counter;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned n = atomic_fetch_add(&counter, 1u);
+        snprintf(f->tmp, sizeof(f->tmp), "%s.tmp%ld.%u.%lx", path, (long)getpid(), n,
+                 (unsigned long)ts.tv_nsec & 0xfffff);
+        /* armed before the file exists: a signal in between unlinks nothing, or our file */
+        f->slot = mpress_temp_register(f->tmp);
+        f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (f->fd >= 0)
+            return 0;
+        int e = errno;
+        mpress_temp_unregister(f->slot);
+        f->slot = -1;
+        if (e != EEXIST)
+            return mpress_error_set(err, MPRESS_ESYSTEM, "cannot create '%s': %s", path,
+                                    strerror(e));
+    }
+    return mpress_error_set(err, MPRESS_ESYSTEM, "cannot create '%s': no free temporary name",
+                            path);
+}
+
+void mpress_atomic_abort(struct mpress_atomic_file *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    if (f->tmp[0])
+        unlink(f->tmp);
+    mpress_temp_unregister(f->slot);
+    f->slot = -1;
+    f->tmp[0] = '\0';
+}
+
+int mpress_atomic_commit(struct mpress_atomic_file *f, struct mpress_error *err)
+{
+    int e = 0;
+    if (f->fd < 0 && (f->fd = open(f->tmp, O_RDONLY | O_CLOEXEC)) < 0)
+        e = errno;
+    if (!e && fsync(f->fd) != 0 && errno != EINVAL && errno != EROFS)
+        e = errno;
+    if (f->fd >= 0 && close(f->fd) != 0 && !e)
+        e = errno;
+    f->fd = -1;
+    if (!e && rename(f->tmp, f->path) != 0)
+        e = errno;
+    if (e) {
+        mpress_atomic_abort(f);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s': %s", f->path,
+                                strerror(e));
+    }
+    mpress_temp_unregister(f->slot);
+    f->slot = -1;
+    return 0;
+}
+
 int mpress_write_file_atomic(const char *path, const char *data, size_t size,
                              struct mpress_error *err)
 {
@@ -38,56 +150,24 @@ int mpress_write_file_atomic(const char *path, const char *data, size_t size,
                                     strerror(errno));
         return 0;
     }
-    if (!path[0])
-        return mpress_error_set(err, MPRESS_EUSAGE, "an empty output file name");
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp)
-        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot create '%s': %s", path,
-                                strerror(e));
-    }
-    /* mkstemp makes 0600; give the file the usual mode under the user's umask. */
-    mode_t um = umask(0);
-    umask(um);
-    fchmod(fd, 0666 & ~um);
+    struct mpress_atomic_file f;
+    int rc = mpress_atomic_begin(&f, path, err);
+    if (rc)
+        return rc;
     size_t off = 0;
     while (off < size) {
-        ssize_t w = write(fd, data + off, size - off);
+        ssize_t w = write(f.fd, data + off, size - off);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
             int e = errno;
-            close(fd);
-            unlink(tmp);
-            free(tmp);
+            mpress_atomic_abort(&f);
             return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s': %s", path,
                                     strerror(e));
         }
         off += (size_t)w;
     }
-    if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s': %s", path,
-                                strerror(e));
-    }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s': %s", path,
-                                strerror(e));
-    }
-    free(tmp);
-    return 0;
+    return mpress_atomic_commit(&f, err);
 }
 
 int mpress_json_write_file(const char *path, const json_t *root, struct mpress_error *err)
@@ -132,44 +212,81 @@ int mpress_read_file(const char *file, size_t max_bytes, char **text, size_t *si
 {
     *text = NULL;
     *size = 0;
-    FILE *f = fopen(file, "rb");
-    if (!f) {
+    if (!max_bytes || max_bytes > MPRESS_MAX_FILE_BYTES)
+        max_bytes = MPRESS_MAX_FILE_BYTES;
+    /* O_NONBLOCK: opening a FIFO that no process writes would otherwise wait for a writer
+     * forever. It is cleared at once, so reads wait for data as usual; a FIFO without a
+     * writer reads as empty. */
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    int e = fd < 0 ? errno : 0;
+    if (!e && fstat(fd, &st) != 0)
+        e = errno;
+    if (!e && S_ISDIR(st.st_mode))
+        e = EISDIR;
+    if (!e) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1)
+            e = errno;
+    }
+    if (e) {
+        if (fd >= 0)
+            close(fd);
         /* A path that names no readable file is the user's input being wrong, not the system
          * failing: only the rest (EMFILE, ENOMEM, EIO, ...) is MPRESS_ESYSTEM. */
-        int e = errno;
         int input = e == ENOENT || e == EACCES || e == EISDIR || e == ENOTDIR ||
-                    e == ENAMETOOLONG || e == ELOOP || e == EPERM;
+                    e == ENAMETOOLONG || e == ELOOP || e == EPERM || e == ENXIO;
         return mpress_error_at(err, input ? MPRESS_EINPUT : MPRESS_ESYSTEM, file, 0, 0, "",
                                "cannot open: %s", strerror(e));
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    int e = 0;
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (n < cap) {
-            e = ferror(f) ? (errno ? errno : EIO) : 0;
-            break;
-        }
-        if (max_bytes && cap > max_bytes)
-            break;
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb)
-            free(buf);
-        buf = nb;
-        cap *= 2;
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > (uint64_t)max_bytes) {
+        close(fd);
+        return mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "",
+                               "larger than %zu bytes: not a file mpress reads", max_bytes);
     }
-    fclose(f);
+    /* Read at most max_bytes + 1: one byte past the limit proves the input too large, so a
+     * device that never ends (/dev/zero) fails after a bounded read. */
+    size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : (size_t)1 << 16, n = 0;
+    if (cap > max_bytes + 1)
+        cap = max_bytes + 1;
+    char *buf = malloc(cap + 1);
+    while (buf && !e) {
+        if (n == cap) {
+            if (cap > max_bytes)
+                break;
+            size_t nc = cap > max_bytes / 2 ? max_bytes + 1 : cap * 2;
+            char *nb = realloc(buf, nc + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno != EINTR)
+                e = errno;
+            continue;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
     if (!buf)
         return mpress_error_at(err, MPRESS_ESYSTEM, file, 0, 0, "", "out of memory");
     int rc = 0;
     if (e)
         rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "", "cannot read: %s",
                              strerror(e));
-    else if (max_bytes && n > max_bytes)
+    else if (n > max_bytes)
         rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "",
                              "larger than %zu bytes: not a file mpress reads", max_bytes);
+    else if (n == 0 && S_ISFIFO(st.st_mode))
+        rc = mpress_error_at(err, MPRESS_EINPUT, file, 0, 0, "",
+                             "no data: nothing was writing to this FIFO when it was opened");
     if (rc) {
         free(buf);
         return rc;
@@ -308,9 +425,9 @@ static int scan_value(struct scan *sc, char *path, size_t cap, int depth)
                 scan_string(sc, key, sizeof(key));
                 skip_ws(sc);
                 adv(sc); /* colon */
-                snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", key);
+                mpress_json_path_key(path, cap, path, key);
             } else {
-                snprintf(path + plen, cap - plen, "[%ld]", idx++);
+                mpress_json_path_index(path, cap, path, (size_t)idx++);
             }
             if (scan_value(sc, path, cap, depth + 1))
                 return 1;
@@ -391,11 +508,6 @@ int mpress_json_doc_error(const struct mpress_json_doc *doc, struct mpress_error
     return MPRESS_EINPUT;
 }
 
-static void member_path(char *out, size_t size, const char *obj_path, const char *key)
-{
-    snprintf(out, size, "%s%s%s", obj_path && obj_path[0] ? obj_path : "",
-             obj_path && obj_path[0] ? "." : "", key);
-}
 
 static const char *type_name(const json_t *v)
 {
@@ -415,7 +527,7 @@ static int get_member(const struct mpress_json_doc *doc, const json_t *obj, cons
                       const char *key, json_t **out, char *path, size_t psize,
                       struct mpress_error *err)
 {
-    member_path(path, psize, obj_path, key);
+    mpress_json_path_key(path, psize, obj_path, key);
     *out = json_object_get(obj, key);
     if (!*out)
         return mpress_json_doc_error(doc, err, path, "missing field");
@@ -553,39 +665,77 @@ int mpress_jread_object(const struct mpress_json_doc *doc, const json_t *obj,
     return 0;
 }
 
-int mpress_jread_header(const struct mpress_json_doc *doc, const char *want, int max_version,
-                        int *version, struct mpress_error *err)
+int mpress_jread_header(const struct mpress_json_doc *doc, const json_t *obj,
+                        const char *obj_path, const char *want, int max_version, int *version,
+                        struct mpress_error *err)
 {
-    char fmt[64];
-    if (mpress_jread_str(doc, doc->root, "", "format", fmt, sizeof(fmt), err))
+    char fmt[64], path[512];
+    if (mpress_jread_str(doc, obj, obj_path, "format", fmt, sizeof(fmt), err))
         return MPRESS_EINPUT;
-    if (strcmp(fmt, want) != 0)
-        return mpress_json_doc_error(doc, err, "format", "expected \"%s\", got \"%s\"", want,
-                                     fmt);
-    json_t *v = json_object_get(doc->root, "version");
-    if (!v)
-        return mpress_json_doc_error(doc, err, "version", "missing field");
-    if (!json_is_integer(v))
-        return mpress_json_doc_error(doc, err, "version", "expected an integer, got %s",
-                                     type_name(v));
-    json_int_t x = json_integer_value(v);
-    if (x < 1 || x > max_version)
-        return mpress_json_doc_error(doc, err, "version",
+    if (strcmp(fmt, want) != 0) {
+        mpress_json_path_key(path, sizeof(path), obj_path, "format");
+        return mpress_json_doc_error(doc, err, path, "expected \"%s\", got \"%s\"", want, fmt);
+    }
+    json_t *v = json_object_get(obj, "version");
+    if (v && json_is_integer(v) &&
+        (json_integer_value(v) < 1 || json_integer_value(v) > max_version)) {
+        mpress_json_path_key(path, sizeof(path), obj_path, "version");
+        return mpress_json_doc_error(doc, err, path,
                                      "unsupported %s version %lld (this build reads 1 to %d)",
-                                     want, (long long)x, max_version);
+                                     want, (long long)json_integer_value(v), max_version);
+    }
+    int x;
+    if (mpress_jread_int(doc, obj, obj_path, "version", 1, max_version, &x, err))
+        return MPRESS_EINPUT;
     if (version)
-        *version = (int)x;
+        *version = x;
     return 0;
 }
 
-void mpress_hash_hex(const void *data, size_t size, char out[17])
+uint64_t mpress_fnv1a64(const void *data, size_t size)
 {
-    /* FNV-1a 64 (Fowler, Noll, Vo): not cryptographic, only a fingerprint of inputs. */
+    /* FNV-1a 64: offset basis and prime of the 64-bit variant. */
     const unsigned char *p = data;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < size; i++) {
         h ^= p[i];
         h *= 0x100000001b3ULL;
     }
-    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return h;
+}
+
+void mpress_hash_hex(const void *data, size_t size, char out[17])
+{
+    snprintf(out, 17, "%016llx", (unsigned long long)mpress_fnv1a64(data, size));
+}
+
+/* Copies base into out unless it is out already; returns the length kept, or size when there
+ * is no room to append. */
+static size_t path_base(char *out, size_t size, const char *base)
+{
+    if (size == 0)
+        return 0;
+    size_t n = base ? strlen(base) : 0;
+    if (out == base)
+        return n < size ? n : size;
+    if (n >= size)
+        n = size - 1;
+    if (n)
+        memmove(out, base, n);
+    out[n] = '\0';
+    return n;
+}
+
+void mpress_json_path_key(char *out, size_t size, const char *obj_path, const char *key)
+{
+    size_t n = path_base(out, size, obj_path);
+    if (n < size)
+        snprintf(out + n, size - n, "%s%s", n ? "." : "", key);
+}
+
+void mpress_json_path_index(char *out, size_t size, const char *arr_path, size_t i)
+{
+    size_t n = path_base(out, size, arr_path);
+    if (n < size)
+        snprintf(out + n, size - n, "[%zu]", i);
 }

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Runs one CLI case (CASE.cmd) and compares stdout, stderr and exit code with CASE.out,
-CASE.err and CASE.rc. A case that uses $SHARED (the project's shared data folder, beside the
-checkout) is skipped (exit 77) where that folder is absent. MPRESS_REGEN=1 rewrites the
+CASE.err and CASE.rc. Sample data the cases read is in tests/data ($SRC/tests/data). MPRESS_REGEN=1 rewrites the
 expected files instead. In expected text, the temporary folder appears as $TMP and the source
 root as $SRC."""
 import os
@@ -19,11 +18,6 @@ def main():
     tmp = tempfile.mkdtemp(prefix="mpress-cli-")
     env = dict(os.environ)
     env["TMP"] = tmp
-    env.setdefault("SHARED", os.path.join(src, "..", "shared"))
-    if "$SHARED" in cmd and not os.path.isdir(env["SHARED"]):
-        print("skipped: the shared data folder is not beside the checkout")
-        shutil.rmtree(tmp, ignore_errors=True)
-        return 77
     env["LC_ALL"] = "C"
     try:
         p = subprocess.run(["bash", "-c", cmd], capture_output=True, env=env, cwd=tmp,

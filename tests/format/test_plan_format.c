@@ -202,6 +202,15 @@ int main(void)
     REJECT(m, "solver.seconds", "unknown field", NULL);
     m = COPY; jset(m, "micro_batches", json_integer(0));
     REJECT(m, "micro_batches", "expected an integer in [1, ", NULL);
+    /* The supported limit: MPRESS_MAX_MICRO_BATCHES passes the plan rules (and then fails the
+     * samples/s check, which follows them), one more is refused at micro_batches. */
+    m = COPY; jset(m, "micro_batches", json_integer(MPRESS_MAX_MICRO_BATCHES));
+    REJECT(m, "samples_per_s", "expected micro_batches x micro_batch / iteration_s", NULL);
+    m = COPY; jset(m, "micro_batches", json_integer(MPRESS_MAX_MICRO_BATCHES + 1));
+    REJECT(m, "micro_batches", "expected 1 to 65536 micro-batches (the supported limit), got 65537",
+           "65537");
+    m = COPY; jset(m, "micro_batches", json_integer(1431655766));
+    REJECT(m, "micro_batches", "the supported limit", NULL);
     m = COPY; jset(m, "schedule", json_string("zero-bubble"));
     REJECT(m, "schedule", "expected one of \"1f1b\", \"gpipe\", \"async\"", "\"zero-bubble\"");
     m = COPY; jset(m, "iteration_s", json_real(-0.25));
@@ -282,7 +291,7 @@ int main(void)
     REJECT(m, "actions[2].peers", "only d2d_swap actions have peers (this one is host_swap)",
            NULL);
     m = COPY; jset(m, "actions[3].peers", json_array());
-    REJECT(m, "actions[3].peers", "expected 1 to 32 peers for a d2d_swap, got 0", NULL);
+    REJECT(m, "actions[3].peers", "expected 1 to 3 peers for a d2d_swap, got 0", NULL);
     m = COPY; jset(m, "actions[3].peers[0].gpu", json_integer(7));
     REJECT(m, "actions[3].peers[0].gpu", "GPU 7 does not exist (the topology has 4)", NULL);
     m = COPY; jset(m, "actions[3].peers[1].gpu", json_integer(2));

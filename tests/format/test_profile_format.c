@@ -219,6 +219,31 @@ int main(void)
     REJECT(m, "ops[5].tensors[0].recompute_op", "op -1 does not exist", NULL);
     m = COPY; jset(m, "ops", json_array());
     REJECT(m, "ops", "expected at least one op", NULL);
+    /* Limits: MPRESS_MAX_OPS ops pass the count check (and fail later, at the first op that is
+     * no object); one more is refused at "ops". Zeros keep the documents small. */
+    {
+        json_t *zeros = json_array();
+        for (int i = 0; i < MPRESS_MAX_OPS; i++)
+            json_array_append_new(zeros, json_integer(0));
+        m = COPY; jset(m, "ops", json_deep_copy(zeros));
+        REJECT(m, "ops[0]", "expected an object", NULL);
+        json_array_append_new(zeros, json_integer(0));
+        m = COPY; jset(m, "ops", json_deep_copy(zeros));
+        REJECT(m, "ops", "expected at most 262144 ops (the supported limit), got 262145", NULL);
+        json_decref(zeros);
+        /* Saved tensors: MPRESS_MAX_TENSORS in all pass the count (ops[1] holds all but the
+         * 8 of the other ops: 2, 2, 2, 1, 1 in ops[2..6]); one more is refused at the op whose
+         * tensors cross the limit, ops[6]. */
+        zeros = json_array();
+        for (int i = 0; i < MPRESS_MAX_TENSORS - 8; i++)
+            json_array_append_new(zeros, json_integer(0));
+        m = COPY; jset(m, "ops[1].tensors", json_deep_copy(zeros));
+        REJECT(m, "ops[1].tensors[0]", "expected an object", NULL);
+        json_array_append_new(zeros, json_integer(0));
+        m = COPY; jset(m, "ops[1].tensors", json_deep_copy(zeros));
+        REJECT(m, "ops[6].tensors", "more than 1048576 saved tensors", NULL);
+        json_decref(zeros);
+    }
     /* not JSON at all, and the wrong top level */
     CHECK(expect_reject_text(load_profile, "{\n  \"format\": \"mpress-profile\",\n  oops\n}\n",
                              "", "invalid JSON", NULL) == 0);

@@ -22,6 +22,15 @@ int main(void)
     return 0;
 }
 C
-cc -std=c17 -o "$dest/use" "$dest/use.c" $(PKG_CONFIG_PATH="$dest" pkg-config --cflags --libs mpress)
+# A sanitizer build (-Db_sanitize=...) installs an instrumented libmpress: a program that uses
+# it must be linked with the same runtime (ASan must come first in the library list).
+san=$(meson introspect "$build" --buildoptions | python3 -c '
+import json, sys
+print(next((o["value"] for o in json.load(sys.stdin) if o["name"] == "b_sanitize"), "none"))')
+sanflags=()
+[ "$san" != none ] && sanflags=(-fsanitize="$san")
+cc -std=c17 "${sanflags[@]}" -o "$dest/use" "$dest/use.c" \
+  $(PKG_CONFIG_PATH="$dest" pkg-config --cflags --libs mpress) 2>"$dest/cc.log" ||
+  { cat "$dest/cc.log"; exit 1; }
 libdir=$(dirname "$(find "$dest" -name 'libmpress.so' | head -n 1)")
 LD_LIBRARY_PATH="$libdir" "$dest/use"

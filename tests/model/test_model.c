@@ -189,6 +189,39 @@ static void test_structure(void)
     CHECK_STR(m.ops[m.n_ops - 3].name, "final_layernorm");
     CHECK_STR(m.ops[m.n_ops - 2].name, "head");
     CHECK_STR(m.ops[m.n_ops - 1].name, "loss");
+    /* Op kinds: the enum and the string agree op by op; a layer runs the ten kinds from ln1 to
+     * mlp_residual in enum order; every name parses back to its kind. */
+    CHECK_INT(m.ops[0].op_kind, MPRESS_OP_EMBEDDING);
+    CHECK_INT(m.ops[m.n_ops - 1].op_kind, MPRESS_OP_LOSS);
+    for (int i = 0; i < m.n_ops; i++)
+        CHECK_STR(m.ops[i].kind, mpress_op_kind_name(m.ops[i].op_kind));
+    for (int i = 0; i < 10; i++)
+        CHECK_INT(m.ops[1 + 10 + i].op_kind, MPRESS_OP_LN1 + i);
+    for (int k = 0; k < MPRESS_N_OP_KINDS; k++) {
+        enum mpress_op_kind back = MPRESS_OP_LOSS;
+        CHECK_INT(mpress_op_kind_parse(mpress_op_kind_name((enum mpress_op_kind)k), &back), 0);
+        CHECK_INT(back, k);
+    }
+    /* Config ranges, stated once: a value one past the top is refused with its field. */
+    const char *const fields[] = {"layers", "hidden", "heads", "ffn", "seq", "vocab",
+                                  "micro_batch"};
+    const int tops[] = {10000, 1 << 17, 1 << 17, 1 << 20, 1 << 20, 1 << 24, 1 << 16};
+    for (int f = 0; f < 7; f++) {
+        int lo = -1, hi = -1;
+        CHECK_INT(mpress_model_config_range(fields[f], &lo, &hi), 0);
+        CHECK_INT(lo, 1);
+        CHECK_INT(hi, tops[f]);
+        struct mpress_model_config big = c;
+        int *fieldp[] = {&big.layers, &big.hidden, &big.heads, &big.ffn,
+                         &big.seq,    &big.vocab,  &big.micro_batch};
+        *fieldp[f] = hi + 1;
+        CHECK_INT(mpress_model_config_check(&big, &err), MPRESS_EUSAGE);
+        CHECK_STR(err.path, fields[f]);
+    }
+    int lo, hi;
+    CHECK_INT(mpress_model_config_range("depth", &lo, &hi), -1);
+    enum mpress_op_kind unused;
+    CHECK_INT(mpress_op_kind_parse("attention", &unused), -1);
     const uint64_t sbh = 32 * 2 * 64, sbf = 32 * 2 * 256, sbv = 32 * 2 * 512;
     int iqkv, iln1, icore, ires, iup, ihead, iemb = 0;
     const struct mpress_model_op *qkv = find_op(&m, "layer1.qkv", &iqkv);

@@ -64,9 +64,10 @@ int main(void)
     CHECK_INT(ev.gpus[1].peak, 70 * MB);          /* 50 + 2 x 5 + 10 */
     CHECK_NEAR(ev.cycle_s, 0.060, 1e-12);         /* stage 1 compute */
     CHECK_NEAR(ev.fill_drain_s, 0.100, 1e-12);    /* 0.03 + 0.06 + 2 x 5 MB / 1000 MB/s */
-    CHECK_NEAR(ev.tail_s, 0.003, 1e-12);          /* (40+20+240) MB / 100000 MB/s */
-    CHECK_NEAR(ev.iteration_s, 0.283, 1e-12);     /* 0.1 + 3 x 0.06 + 0.003 */
-    CHECK_NEAR(ev.samples_per_s, 4 / 0.283, 1e-12);
+    /* Mixed-precision Adam: read G + O, write O + P (the fp32 master is in O). */
+    CHECK_NEAR(ev.tail_s, 0.0028, 1e-12);         /* (20+240+20) MB / 100000 MB/s */
+    CHECK_NEAR(ev.iteration_s, 0.2828, 1e-12);    /* 0.1 + 3 x 0.06 + 0.0028 */
+    CHECK_NEAR(ev.samples_per_s, 4 / 0.2828, 1e-12);
     CHECK(ev.fits);
     CHECK_STR(ev.bottleneck, "stage 1 compute");
 
@@ -94,9 +95,9 @@ int main(void)
     /* NVLink 0-1 carries 100 + 5 MB: 0.105 s; PCIe of GPU 1: 50 / 300; uplink 50 / 400. */
     CHECK_NEAR(ev.cycle_s, 50.0 / 300.0, 1e-12);
     CHECK_STR(ev.bottleneck, "pcie gpu 1");
-    /* Host step: (20+20) MB / 300 MB/s over PCIe, then 300 MB / 2000 MB/s. */
-    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.15, 1e-12);
-    CHECK_NEAR(ev.iteration_s, 0.1 + 3 * (50.0 / 300.0) + 40.0 / 300.0 + 0.15, 1e-12);
+    /* Host step: (20 G down + 20 P up) MB / 300 MB/s over PCIe, then 280 MB / 2000 MB/s. */
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.14, 1e-12);
+    CHECK_NEAR(ev.iteration_s, 0.1 + 3 * (50.0 / 300.0) + 40.0 / 300.0 + 0.14, 1e-12);
     CHECK_INT(ev.action_bytes[MPRESS_ACTION_D2D_SWAP], 100 * MB);
     CHECK_INT(ev.action_bytes[MPRESS_ACTION_HOST_SWAP], 50 * MB);
     /* Drain: a forward may use half of each link. Stage 0 (10 ms) evicts 100 MB over the
@@ -115,34 +116,39 @@ int main(void)
     a.stages[0].optimizer_on_host = 0;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
     CHECK_NEAR(ev.stage_s[0], 0.034, 1e-12);
-    CHECK_NEAR(ev.iteration_s, 0.104 + 3 * 0.06 + 0.003, 1e-12);
+    CHECK_NEAR(ev.iteration_s, 0.104 + 3 * 0.06 + 0.0028, 1e-12);
     CHECK_INT(ev.gpus[0].activations, 0);
     CHECK_INT(ev.gpus[0].working, 100 * MB);
     CHECK(ev.fits);
     CHECK_INT(ev.drain_gpu, -1);
 
     /* Optimizer steps overlap the drain: stage 1 with 10 M parameters on a GPU with 5000 MB/s
-     * touches 300 MB in 0.06 s, but its last backward ends stage 0's backward + recompute
-     * (0.020 + 0.004 s) before stage 0's: tail = max(0.003, 0.06 - 0.024) = 0.036 s. On the
-     * host instead: (20 + 20) MB / 300 MB/s + 300 MB / 2000 MB/s - 0.024 s. */
+     * touches 280 MB in 0.056 s, but its last backward ends stage 0's backward + recompute
+     * (0.020 + 0.004 s) before stage 0's: tail = max(0.0028, 0.056 - 0.024) = 0.032 s. On the
+     * host instead: (20 + 20) MB / 300 MB/s + 280 MB / 2000 MB/s - 0.024 s. */
     p.ops[1].param_bytes = p.ops[1].grad_bytes = 20 * MB;
     p.ops[1].optim_bytes = 120 * MB;
     t.gpus[1].hbm_bytes_per_s = 5000 * MB;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
-    CHECK_NEAR(ev.tail_s, 0.036, 1e-12);
+    CHECK_NEAR(ev.tail_s, 0.032, 1e-12);
+    /* In fp32 the weights are the master copy and are read as well: 2P + G + 2O = 300 MB. */
+    snprintf(p.model.dtype, sizeof(p.model.dtype), "fp32");
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.tail_s, 0.060 - 0.024, 1e-12);
+    snprintf(p.model.dtype, sizeof(p.model.dtype), "fp16");
     a.stages[1].optimizer_on_host = 1;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
-    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.15 - 0.024, 1e-12);
-    /* Both on the host: stage 0 has no slack and 300 MB of its own; stage 1 shares the host
-     * with stage 0 (600 MB): max(0.1333 + 0.15, 0.1333 + 0.3 - 0.024). */
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.14 - 0.024, 1e-12);
+    /* Both on the host: stage 0 has no slack and 280 MB of its own; stage 1 shares the host
+     * with stage 0 (560 MB): max(0.1333 + 0.14, 0.1333 + 0.28 - 0.024). */
     a.stages[0].optimizer_on_host = 1;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
-    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.3 - 0.024, 1e-12);
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.28 - 0.024, 1e-12);
     /* GPU 1 on a second socket: each step has its socket to itself, stage 0 sets the tail. */
     t.n_sockets = 2;
     t.gpus[1].socket = 1;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
-    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.15, 1e-12);
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.14, 1e-12);
     t.n_sockets = 1;
     t.gpus[1].socket = 0;
     a.stages[0].optimizer_on_host = a.stages[1].optimizer_on_host = 0;
@@ -198,10 +204,10 @@ int main(void)
     struct mpress_plan_options o;
     mpress_plan_options_init(&o);
     o.micro_batches = 4;
-    CHECK_INT(mpress_plan_baseline(&p, &t, &o, "recompute", &a, &ev, &err), 0);
+    CHECK_INT(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_RECOMPUTE, &a, &ev, &err), 0);
     CHECK_INT(a.n_stages, 2);
     CHECK_INT(a.actions[0].action, MPRESS_ACTION_RECOMPUTE);
-    CHECK_NEAR(ev.iteration_s, 0.114 + 3 * 0.07 + 0.003, 1e-12);
+    CHECK_NEAR(ev.iteration_s, 0.114 + 3 * 0.07 + 0.0028, 1e-12);
     mpress_assignment_finish(&a);
 
     /* A whole plan: the MILP beats or ties every baseline, and the strict loader accepts it. */

@@ -65,6 +65,7 @@ static double split_lp(struct brute *b)
         if (b->a.actions[j].action == MPRESS_ACTION_D2D_SWAP) {
             b->a.actions[j].action = MPRESS_ACTION_KEEP;
             b->a.actions[j].n_peers = 0;
+            b->a.actions[j].evict_after_op = b->a.actions[j].prefetch_before_op = -1;
         }
     }
     int rc = mpress_plan_evaluate(b->p, t, b->sched, b->M, &b->a, &ev0, NULL);
@@ -510,7 +511,7 @@ int main(void)
             /* Started from the greedy baseline (when it fits), the MILP reaches the same optimum. */
             struct mpress_assignment ga;
             struct mpress_plan_eval gev;
-            if (mpress_plan_baseline(&p, &t, &o, "greedy", &ga, &gev, &err) == 0) {
+            if (mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_GREEDY, &ga, &gev, &err) == 0) {
                 if (gev.fits) {
                     warm_started++;
                     o.warm_start = &ga;

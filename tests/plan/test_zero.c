@@ -201,8 +201,9 @@ static void test_hand_worked(void)
     /* ZeRO-3, M = 2 micro-batches -> one per GPU. P = G = 4 GB, O = 24 GB.
      * states 32/2 = 16 GB, gathered 2 x 2, buckets 2 x 2, activations 2, reserve 1: 27 GB.
      * fwd = max(F 0.2, AG(4 GB) 0.2) = 0.2; bwd = max(B 0.4, AG + RS 0.4) = 0.4;
-     * step = AG(2 GB) 0.1 + RS(2 GB) 0.1 + (8 + 4 + 48) / 2 GB / 1000 GB/s 0.03 = 0.23;
-     * iteration 0.83 s, samples 2. */
+     * step = AG(2 GB) 0.1 + RS(2 GB) 0.1 + T / 2 / 1000 GB/s, T the step's bytes in mixed
+     * precision P + G + 2O = 4 + 4 + 48 GB (docs/cost-model.md, "Optimizer step"): 0.028, so
+     * 0.228; iteration 0.828 s, samples 2. */
     struct mpress_dp_config c = {MPRESS_DP_ZERO3, 0, 2};
     CHECK_INT(mpress_dp_evaluate(&p, &t, &c, &ev, &err), 0);
     CHECK_INT(ev.per_gpu_micro_batches, 1);
@@ -210,40 +211,48 @@ static void test_hand_worked(void)
     CHECK_INT(ev.peak, 27000000000ULL);
     CHECK_NEAR(ev.fwd_s, 0.2, 1e-12);
     CHECK_NEAR(ev.bwd_s, 0.4, 1e-12);
-    CHECK_NEAR(ev.iteration_s, 0.83, 1e-12);
-    CHECK_NEAR(ev.samples_per_s, 2 / 0.83, 1e-9);
+    CHECK_NEAR(ev.iteration_s, 0.828, 1e-12);
+    CHECK_NEAR(ev.samples_per_s, 2 / 0.828, 1e-9);
     CHECK(ev.fits);
     /* The replay, by hand: each GPU's peer engine moves one 1 GB chunk per ring step in 0.1 s.
      * Iteration 1 starts when the step ends at 0.83: gathers for F0 and F1 run 0.83-0.93 and
      * 0.93-1.03; F0 1.03, F1 1.13; B1's gather (after F0) 1.03-1.13, B0's (after F1)
      * 1.13-1.23; B1 1.13-1.33, B0 1.33-1.53; RS of layer 1 1.33-1.43, of layer 0 1.53-1.63;
-     * step 1.63-1.66: 0.83 s. Peak on GPU 0 during B1: states 16 + two gathered 4 + layer
-     * 1's gradients 2 + activations 2 + reserve 1 = 25 GB. */
+     * step 1.63-1.658 (times from 0.828 on, to the nearest 0.01): 0.828 s. Peak on GPU 0
+     * during B1: states 16 + two gathered 4 + layer 1's gradients 2 + activations 2 +
+     * reserve 1 = 25 GB. */
     uint64_t peak = 0;
-    CHECK_NEAR(simulate_dp(&p, &t, &c, &ev, &peak), 0.83, 1e-9);
+    CHECK_NEAR(simulate_dp(&p, &t, &c, &ev, &peak), 0.828, 1e-9);
     CHECK_INT(peak, 25000000000ULL);
+    /* In fp32 the weights are the master copy and the step reads them too: T = 2P + G + 2O
+     * = 60 GB, the step 0.03 s, iteration 0.83 s, in the prediction and in the replay. */
+    snprintf(p.model.dtype, sizeof(p.model.dtype), "fp32");
+    CHECK_INT(mpress_dp_evaluate(&p, &t, &c, &ev, &err), 0);
+    CHECK_NEAR(ev.iteration_s, 0.83, 1e-12);
+    CHECK_NEAR(simulate_dp(&p, &t, &c, &ev, &peak), 0.83, 1e-9);
+    snprintf(p.model.dtype, sizeof(p.model.dtype), "fp16");
 
     /* ZeRO-Offload: states P + G/2 = 6 GB, buckets 4, activations 2, reserve 1: 13 GB; host
      * O + G = 28 GB. fwd 0.2; bwd = max(0.4, RS(4 GB) 0.2) = 0.4; step = RS(2 GB) 0.1 +
-     * H(2 GB) 0.2 (both GPUs share the 20 GB/s uplink) + C: two ranks of 30 GB on one socket
-     * at 100 GB/s 0.6 + H(2 GB) 0.2 + AG(4 GB) 0.2 + 2 x 2 GB / 1000 GB/s 0.004 = 1.304;
-     * iteration 1.904 s. */
+     * H(2 GB) 0.2 (both GPUs share the 20 GB/s uplink) + C: two ranks of T / 2 = 28 GB on one
+     * socket at 100 GB/s 0.56 + H(2 GB) 0.2 + AG(4 GB) 0.2 + 2 x 2 GB / 1000 GB/s 0.004 =
+     * 1.264; iteration 1.864 s. */
     c.policy = MPRESS_DP_ZERO_OFFLOAD;
     CHECK_INT(mpress_dp_evaluate(&p, &t, &c, &ev, &err), 0);
     CHECK_INT(ev.peak, 13000000000ULL);
     CHECK_INT(ev.host_bytes, 28000000000ULL);
-    CHECK_NEAR(ev.iteration_s, 1.904, 1e-12);
+    CHECK_NEAR(ev.iteration_s, 1.864, 1e-12);
     /* The replay, by hand. Iteration 0: F0 F1 B1 B0 end at 0.6 on both GPUs; RS of layer 1
      * 0.4-0.5, of layer 0 0.6-0.7; gradients down 0.7-0.9 (uplink shared); CPU steps in
-     * turn on the socket: GPU 0 0.9-1.2, GPU 1 1.2-1.5; weights up 1.2-1.4 and 1.5-1.7;
-     * all-gather sends 1.4-1.6 (GPU 0) and 1.7-1.9 (GPU 1); copies end at 1.904 (GPU 0) and
-     * 1.704 (GPU 1). Iteration 1: GPU 1 ahead by 0.2 s: its B1 ends 2.104, GPU 0's 2.304;
-     * RS sends 2.104-2.204 / 2.304-2.404 (layer 1), 2.304-2.404 / 2.504-2.604 (layer 0);
-     * gradients down: GPU 0 from 2.504 alone at 10 GB/s, from 2.604 sharing the uplink with
-     * GPU 1: 2.704 and 2.804; CPU 2.704-3.004 and 3.004-3.304; weights up 3.004-3.204 and
-     * 3.304-3.504; all-gather 3.204-3.404 and 3.504-3.704; GPU 0's copy ends at 3.708:
-     * 3.708 - 1.904 = 1.804 s. */
-    CHECK_NEAR(simulate_dp(&p, &t, &c, &ev, &peak), 1.804, 1e-9);
+     * turn on the socket: GPU 0 0.9-1.18, GPU 1 1.18-1.46; weights up 1.18-1.38 and
+     * 1.46-1.66; all-gather sends 1.38-1.58 (GPU 0) and 1.66-1.86 (GPU 1); copies end at
+     * 1.864 (GPU 0) and 1.664 (GPU 1). Iteration 1: GPU 1 ahead by 0.2 s: its B1 ends 2.064,
+     * GPU 0's 2.264; RS sends 2.064-2.164 / 2.264-2.364 (layer 1), 2.264-2.364 / 2.464-2.564
+     * (layer 0); gradients down: GPU 0 from 2.464 alone at 10 GB/s, from 2.564 sharing the
+     * uplink with GPU 1: 2.664 and 2.764; CPU 2.664-2.944 and 2.944-3.224; weights up
+     * 2.944-3.144 and 3.224-3.424; all-gather 3.144-3.344 and 3.424-3.624; GPU 0's copy ends
+     * at 3.628: 3.628 - 1.864 = 1.764 s. */
+    CHECK_NEAR(simulate_dp(&p, &t, &c, &ev, &peak), 1.764, 1e-9);
 
     /* ZeRO-Infinity: GPU holds gathered 4 + buckets 4 + activations 2 + reserve 1 = 11 GB;
      * host P + G + O = 32 GB. Timeline (H2D, ring, D2H and compute each one at a time): a
@@ -251,19 +260,19 @@ static void test_hand_worked(void)
      * 0.1 s) then the all-gather (0.1 s). Gathers F0 0-0.1 up / 0.1-0.2 ring, F1 0.1-0.2 /
      * 0.2-0.3; F0 0.2-0.3, F1 0.3-0.4; B1's gather after F0: 0.3-0.4 / 0.4-0.5; B0's after F1:
      * 0.4-0.5 / 0.5-0.6; B1 0.5-0.7; RS of layer 1 0.7-0.8, its partition down 0.8-0.9; B0
-     * 0.7-0.9; RS 0.9-1.0, down 1.0-1.1; CPU steps, two ranks of 30 GB at 100 GB/s: 1.7 s. */
+     * 0.7-0.9; RS 0.9-1.0, down 1.0-1.1; CPU steps, two ranks of 28 GB at 100 GB/s: 1.66 s. */
     c.policy = MPRESS_DP_ZERO_INFINITY;
     CHECK_INT(mpress_dp_evaluate(&p, &t, &c, &ev, &err), 0);
     CHECK_INT(ev.peak, 11000000000ULL);
     CHECK_INT(ev.host_bytes, 32000000000ULL);
-    CHECK_NEAR(ev.iteration_s, 1.7, 1e-12);
-    CHECK_NEAR(ev.step_s, 1.7 - 0.9, 1e-12);
+    CHECK_NEAR(ev.iteration_s, 1.66, 1e-12);
+    CHECK_NEAR(ev.step_s, 1.66 - 0.9, 1e-12);
     /* The replay is 0.1 s shorter in the steady state: the socket steps rank 0 first
-     * (1.1-1.4), and rank 0 copies up its first two partitions (1.4-1.6) while rank 1 still
-     * steps (1.4-1.7), so part of the next iteration's first gathers is done before the last
-     * step ends: 1.6 s from step to step. */
+     * (1.1-1.38), and rank 0 copies up its first two partitions (1.38-1.58) while rank 1
+     * still steps (1.38-1.66), so part of the next iteration's first gathers is done before
+     * the last step ends: 1.56 s from step to step. */
     double sim = simulate_dp(&p, &t, &c, &ev, &peak);
-    CHECK_NEAR(sim, 1.6, 1e-9);
+    CHECK_NEAR(sim, 1.56, 1e-9);
 
     /* Checkpointing: activations = the layer inputs (op 0 has none before it, op 1 0.1 GB)
      * + the larger layer's saved bytes (1 GB); R = 0.2 s of recomputed forwards. */
@@ -272,7 +281,7 @@ static void test_hand_worked(void)
     CHECK_INT(mpress_dp_evaluate(&p, &t, &c, &ev, &err), 0);
     CHECK_INT(ev.activations, 1100000000ULL);
     CHECK_NEAR(ev.bwd_s, 0.6, 1e-12);
-    CHECK_NEAR(ev.iteration_s, 0.2 + 0.6 + 0.23, 1e-12);
+    CHECK_NEAR(ev.iteration_s, 0.2 + 0.6 + 0.228, 1e-12);
     sim = simulate_dp(&p, &t, &c, &ev, &peak);
     CHECK_MSG(sim > 0 && fabs(sim - ev.iteration_s) / ev.iteration_s < 0.2,
               "simulated %.4f predicted %.4f", sim, ev.iteration_s);
@@ -327,7 +336,7 @@ static void test_gpt(void)
      * 2022, section 4.1), on a plan that keeps everything. */
     struct mpress_plan_options o;
     mpress_plan_options_init(&o);
-    snprintf(o.policy, sizeof(o.policy), "none");
+    o.policy = MPRESS_POLICY_NONE;
     struct mpress_plan plan;
     CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), 0);
     struct mpress_plan sel;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -311,6 +312,13 @@ static void test_errors(void)
         mpress_trace_destroy(t);
     }
     CHECK_INT(mpress_trace_load("/nonexistent/x.events", &t, &err), MPRESS_EINPUT);
+
+    /* a device line without its index: the library returns MPRESS_EINPUT too, not 1 */
+    snprintf(buf, sizeof(buf), "%s{\"ev\":\"device\",\"name\":\"GPU\",\"memory\":1000}\n",
+             hdr);
+    CHECK_INT(parse(buf, &t, &err), MPRESS_EINPUT);
+    CHECK_INT(err.line, 2);
+    CHECK_STR(err.path, "dev");
 }
 
 /* tail.events: step 0 (warm-up) and step 1 each allocate 100 B in fwd:x and free it in bwd:x;
@@ -336,6 +344,85 @@ static void test_tail_step(void)
     mpress_profile_finish(&p);
 }
 
+/* Kernel time of op i in step s (ns), forward and backward: a pattern the test can take the
+ * median of by hand. */
+static unsigned dur(int i, int s, int bwd)
+{
+    return 10u + (unsigned)((i * 7 + s * 3 + bwd * 5) % 20);
+}
+
+static unsigned med3(unsigned a, unsigned b, unsigned c)
+{
+    return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
+}
+
+/* 200,000 op ranges in 4 steps, base names repeated every 5000 ops: every op and its
+ * backward range found, times the median of steps 1-3, and in about linear time (the earlier
+ * analyser compared every range with every earlier one and took minutes at this size). */
+static void test_scale(void)
+{
+    enum { S = 4, N = 25000 };
+    size_t cap = (size_t)S * N * 2 * 320 + 4096, n = 0; /* 4 lines of < 300 bytes a range */
+    char *buf = malloc(cap);
+    CHECK(buf != NULL);
+    if (!buf)
+        return;
+    n += (size_t)snprintf(buf + n, cap - n, "{\"format\":\"mpress-events\",\"version\":1}\n");
+    unsigned long long id = 0, corr = 0, t = 0;
+    for (int s = 0; s < S; s++) {
+        unsigned long long step = ++id;
+        n += (size_t)snprintf(buf + n, cap - n,
+                              "{\"ev\":\"push\",\"id\":%llu,\"parent\":0,\"t\":%llu,"
+                              "\"name\":\"step\"}\n", step, t++);
+        for (int b = 0; b < 2; b++)
+            for (int k = 0; k < N; k++) {
+                int i = b ? N - 1 - k : k;
+                unsigned d = dur(i, s, b);
+                id++;
+                corr++;
+                n += (size_t)snprintf(
+                    buf + n, cap - n,
+                    "{\"ev\":\"push\",\"id\":%llu,\"parent\":%llu,\"t\":%llu,"
+                    "\"name\":\"%s:op%d\"}\n{\"ev\":\"corr\",\"corr\":%llu,\"ext\":%llu}\n"
+                    "{\"ev\":\"kernel\",\"corr\":%llu,\"dev\":0,\"start\":%llu,\"end\":%llu}\n"
+                    "{\"ev\":\"pop\",\"id\":%llu,\"t\":%llu}\n",
+                    id, step, t, b ? "bwd" : "fwd", i % 5000, corr, id, corr, t + 1,
+                    t + 1 + d, id, t + 2 + d);
+                t += 3 + d;
+            }
+        n += (size_t)snprintf(buf + n, cap - n, "{\"ev\":\"pop\",\"id\":%llu,\"t\":%llu}\n",
+                              step, t++);
+    }
+    struct mpress_trace *tr = NULL;
+    struct mpress_error err;
+    CHECK_INT(mpress_trace_parse(buf, n, "big.events", &tr, &err), 0);
+    free(buf);
+    if (!tr)
+        return;
+    struct mpress_profile p;
+    struct mpress_trace_summary sum;
+    clock_t c0 = clock();
+    CHECK_INT(mpress_trace_analyse(tr, NULL, &p, &sum, &err), 0);
+    double secs = (double)(clock() - c0) / CLOCKS_PER_SEC;
+    CHECK_MSG(secs < 10, "analysing %d ranges took %.1f s of CPU", S * N * 2, secs);
+    CHECK_INT(p.n_ops, N);
+    int bad_name = 0, bad_fwd = 0, bad_bwd = 0;
+    for (int i = 0; i < p.n_ops && p.n_ops == N; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "op%d.%d", i % 5000, i / 5000);
+        bad_name += strcmp(p.ops[i].name, want) != 0;
+        bad_fwd += fabs(p.ops[i].fwd_s - 1e-9 * med3(dur(i, 1, 0), dur(i, 2, 0), dur(i, 3, 0))) >
+                   1e-13;
+        bad_bwd += fabs(p.ops[i].bwd_s - 1e-9 * med3(dur(i, 1, 1), dur(i, 2, 1), dur(i, 3, 1))) >
+                   1e-13;
+    }
+    CHECK_INT(bad_name, 0);
+    CHECK_INT(bad_fwd, 0);
+    CHECK_INT(bad_bwd, 0);
+    mpress_profile_finish(&p);
+    mpress_trace_destroy(tr);
+}
+
 int main(void)
 {
     srcdir = getenv("MPRESS_SRCDIR");
@@ -350,5 +437,6 @@ int main(void)
     test_merge();
     test_errors();
     test_tail_step();
+    test_scale();
     return check_done();
 }

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "mpress/model.h"
+#include "mpress/planner.h"
 #include "mpress/sched.h"
 #include "mpress/sim.h"
 
@@ -54,6 +55,11 @@ static void fixture_init(struct fixture *f, int micro_batches, enum mpress_sched
         t->gpus[g].memory_bytes = 10 * GB;
         t->gpus[g].reserve_bytes = GB / 2;
     }
+    /* NVLink between every pair, so D2D shares may go to either other GPU */
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            t->nvlinks[a][b] = a != b;
+    t->nvlink_bytes_per_s = 25e9;
     t->n_sockets = 1;
     p->schedule = sched;
     p->micro_batches = micro_batches;
@@ -61,16 +67,25 @@ static void fixture_init(struct fixture *f, int micro_batches, enum mpress_sched
     p->stages = f->stages;
     f->stages[0] = (struct mpress_plan_stage){0, 0, 0, 0};
     f->stages[1] = (struct mpress_plan_stage){1, 1, 1, 0};
+    /* A plan names one action per saved tensor (mpress_plan_check): every tensor is kept
+     * until add_action says otherwise. */
     p->actions = f->actions;
+    p->n_actions = 2;
+    for (int o = 0; o < 2; o++)
+        f->actions[o] = (struct mpress_plan_action){.op = o, .tensor = 0,
+                                                    .action = MPRESS_ACTION_KEEP,
+                                                    .evict_after_op = -1,
+                                                    .prefetch_before_op = -1};
 }
 
+/* Replaces the action of op's tensor (each op saves one: actions[op] is its action). */
 static void add_action(struct fixture *f, int op, enum mpress_action act)
 {
-    struct mpress_plan_action *a = &f->actions[f->plan.n_actions++];
+    struct mpress_plan_action *a = &f->actions[op];
     memset(a, 0, sizeof(*a));
     a->op = op;
     a->action = act;
-    a->evict_after_op = a->prefetch_before_op = op;
+    a->evict_after_op = a->prefetch_before_op = act == MPRESS_ACTION_KEEP ? -1 : op;
     if (act == MPRESS_ACTION_D2D_SWAP) {
         a->n_peers = 2;
         a->peers[0] = 2;
@@ -90,6 +105,24 @@ static struct mpress_sched *make(struct fixture *f, int iterations)
     int rc = mpress_sched_create(&f->plan, &o, &s, &err);
     CHECK_MSG(rc == 0, "mpress_sched_create: %s", err.text);
     return s;
+}
+
+/* Fills p->actions with a keep for every saved tensor of p's profile (freed by the caller). */
+static int keep_all(struct mpress_plan *p)
+{
+    int n = 0;
+    for (int o = 0; o < p->profile.n_ops; o++)
+        n += p->profile.ops[o].n_tensors;
+    p->actions = calloc((size_t)n + 1, sizeof(*p->actions));
+    if (!p->actions)
+        return -1;
+    p->n_actions = 0;
+    for (int o = 0; o < p->profile.n_ops; o++)
+        for (int j = 0; j < p->profile.ops[o].n_tensors; j++)
+            p->actions[p->n_actions++] = (struct mpress_plan_action){
+                .op = o, .tensor = j, .action = MPRESS_ACTION_KEEP, .evict_after_op = -1,
+                .prefetch_before_op = -1};
+    return 0;
 }
 
 /* The first task matching, or -1. */
@@ -409,6 +442,7 @@ static void test_tied(void)
     p.micro_batches = 2;
     p.n_stages = 2;
     p.stages = st;
+    CHECK(keep_all(&p) == 0);
     struct mpress_sched_options o;
     mpress_sched_options_init(&o);
     o.iterations = 2;
@@ -468,13 +502,17 @@ static void test_tied(void)
         CHECK_INT(mpress_sched_task_count(s), n - 4);
         mpress_sched_destroy(s);
     }
+    free(p.actions);
     mpress_profile_finish(&p.profile);
 }
 
-/* A plan too big to count is refused, naming micro_batches, not wrapped: 1431655766 x 3
- * iterations overflows an int (3 x 1431655766 = 2^32 + 2), and x 58 / 3 tasks per micro-batch
- * in any case exceeds MPRESS_SCHED_MAX_TASKS. A size just inside the limit's arithmetic
- * (checked here without allocating it) would be accepted by the count. */
+/* A plan too big to count is refused, naming micro_batches, not wrapped. 1431655766
+ * micro-batches (x 3 iterations would overflow an int: 2^32 + 2) are past the plan rules'
+ * limit (mpress_plan_check), in the schedule and in the simulator alike. Within that limit the
+ * schedule still counts what the iterations multiply: 6 tasks per micro-batch and 2 steps per
+ * iteration (nothing saved) make N x (6 x 65536 + 2) = N x 393218 tasks, over
+ * MPRESS_SCHED_MAX_TASKS = 2^28 from N = 683 (682 x 393218 = 268174676 fits; the count is
+ * checked before anything is allocated, so only the refusal is run here). */
 static void test_too_big(void)
 {
     struct fixture f;
@@ -488,7 +526,7 @@ static void test_too_big(void)
     CHECK_INT(mpress_sched_create(&f.plan, &o, &s, &err), MPRESS_EINPUT);
     CHECK(s == NULL);
     CHECK_STR(err.path, "micro_batches");
-    CHECK(strstr(err.text, "more than the schedule can count") != NULL);
+    CHECK(strstr(err.text, "expected 1 to 65536 micro-batches") != NULL);
     /* the simulator refuses it the same way (it used to wrap 3 x M in an int) */
     struct mpress_sim *sim = NULL;
     struct mpress_sim_options so;
@@ -502,13 +540,136 @@ static void test_too_big(void)
     mpress_error_clear(&err);
     CHECK_INT(mpress_sched_create(&f.plan, &o, &s, &err), MPRESS_EINPUT);
     CHECK(s == NULL);
-    /* 6 tasks per micro-batch and 2 steps per iteration (nothing saved): the largest count
-     * allowed is 6 x M + 2 <= 2^28 at one iteration */
-    f.plan.micro_batches = ((1 << 28) - 2) / 6 + 1;
-    o.iterations = 1;
+    f.plan.micro_batches = MPRESS_MAX_MICRO_BATCHES;
+    o.iterations = 683;
     mpress_error_clear(&err);
     CHECK_INT(mpress_sched_create(&f.plan, &o, &s, &err), MPRESS_EINPUT);
     CHECK(s == NULL);
+    CHECK_STR(err.path, "micro_batches");
+    CHECK(strstr(err.text, "more than the schedule can count") != NULL);
+    o.iterations = INT_MAX;
+    mpress_error_clear(&err);
+    CHECK_INT(mpress_sched_create(&f.plan, &o, &s, &err), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "more than the schedule can count") != NULL);
+}
+
+/* A host optimizer step states its bytes once (mpress_optimizer_step_traffic), and the planner,
+ * the schedule and the simulator must all count the same: gpt-tiny on one V100 of dgx1, one
+ * stage stepping on the host, in fp16 (mixed precision: memory P + G + 2 O) and fp32 (the
+ * weights are the master: 2 P + G + 2 O), gradients down and weights up over PCIe either way.
+ * The planner's bytes are read back from its predictions alone: with one stage its tail is
+ * (down + up) / PCIe + memory / host bandwidth, so changing one bandwidth and dividing the
+ * change of tail_s by the change of 1 / bandwidth gives that term's bytes. These must equal
+ * the schedule's GRAD_D2H + WEIGHTS_H2D bytes, the schedule's step traffic, the hand formula
+ * over the profile's model states, and the simulator's CPU step time x host bandwidth. */
+static double planner_tail(const struct mpress_plan *p, const struct mpress_topology *t)
+{
+    struct mpress_assignment a;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    if (mpress_assignment_init(&a, &p->profile, &err))
+        return -1;
+    a.n_stages = 1;
+    a.stages[0] = p->stages[0];
+    struct mpress_plan_eval ev;
+    int rc = mpress_plan_evaluate(&p->profile, t, p->schedule, p->micro_batches, &a, &ev, &err);
+    CHECK_MSG(rc == 0, "mpress_plan_evaluate: %s", err.text);
+    mpress_assignment_finish(&a);
+    return rc ? -1 : ev.tail_s;
+}
+
+static void test_host_step_bytes(void)
+{
+    static const char *const dtypes[2] = {"fp16", "fp32"};
+    for (int d = 0; d < 2; d++) {
+        struct mpress_model_config cfg;
+        CHECK(mpress_model_find("gpt-tiny", &cfg) == 0);
+        snprintf(cfg.dtype, sizeof(cfg.dtype), "%s", dtypes[d]);
+        const struct mpress_gpu_spec *gs = mpress_gpu_spec_find("V100-SXM2-32GB");
+        struct mpress_plan p;
+        memset(&p, 0, sizeof(p));
+        struct mpress_error err;
+        mpress_error_clear(&err);
+        mpress_profile_init(&p.profile);
+        if (!gs || mpress_profile_analytic(&cfg, gs, &p.profile, &err) ||
+            mpress_topology_resolve("dgx1", &p.topology, &err) ||
+            mpress_topology_restrict(&p.topology, 1, &err) || keep_all(&p)) {
+            CHECK_MSG(0, "%s: %s", dtypes[d], err.text);
+            mpress_profile_finish(&p.profile);
+            return;
+        }
+        struct mpress_plan_stage st = {0, p.profile.n_ops - 1, 0, 1};
+        p.n_stages = 1;
+        p.stages = &st;
+        p.micro_batches = 2;
+        double P = 0, G = 0, O = 0;
+        for (int o = 0; o < p.profile.n_ops; o++) {
+            P += (double)p.profile.ops[o].param_bytes;
+            G += (double)p.profile.ops[o].grad_bytes;
+            O += (double)p.profile.ops[o].optim_bytes;
+        }
+        double hand_mem = (d == 1 ? 2 * P : P) + G + 2 * O;
+        CHECK(P > 0 && G > 0 && O > 0);
+
+        /* the planner */
+        double pcie = p.topology.pcie_bytes_per_s, host = p.topology.host_memory_bytes_per_s;
+        CHECK(pcie > 0 && host > 0);
+        struct mpress_topology t = p.topology;
+        double t0 = planner_tail(&p, &t);
+        t.pcie_bytes_per_s = 2 * pcie;
+        double t1 = planner_tail(&p, &t);
+        t = p.topology;
+        t.host_memory_bytes_per_s = 2 * host;
+        double t2 = planner_tail(&p, &t);
+        /* 1 / b - 1 / 2b = 1 / 2b */
+        double plan_pcie = (t0 - t1) * 2 * pcie, plan_mem = (t0 - t2) * 2 * host;
+        CHECK_NEAR(plan_pcie, P + G, 1e-9);
+        CHECK_NEAR(plan_mem, hand_mem, 1e-9);
+
+        /* the schedule */
+        struct mpress_sched_options o;
+        mpress_sched_options_init(&o);
+        o.iterations = 2;
+        struct mpress_sched *s = NULL;
+        CHECK_MSG(mpress_sched_create(&p, &o, &s, &err) == 0, "%s", err.text);
+        if (s) {
+            for (int it = 0; it < 2; it++) {
+                int dn = find(s, MPRESS_TASK_GRAD_D2H, 0, it, -1);
+                int up = find(s, MPRESS_TASK_WEIGHTS_H2D, 0, it, -1);
+                CHECK(dn >= 0 && up >= 0);
+                if (dn < 0 || up < 0)
+                    continue;
+                uint64_t bd = mpress_sched_task(s, dn)->bytes;
+                uint64_t bu = mpress_sched_task(s, up)->bytes;
+                CHECK_NEAR((double)bd, G, 0);
+                CHECK_NEAR((double)bu, P, 0);
+                CHECK_NEAR((double)(bd + bu), plan_pcie, 1e-9);
+            }
+            struct mpress_optimizer_traffic tr, want;
+            mpress_sched_step_traffic(s, 0, &tr);
+            mpress_optimizer_step_traffic(&p.profile.model, P, G, O, &want);
+            CHECK_NEAR(tr.memory_bytes, hand_mem, 0);
+            CHECK_NEAR(tr.memory_bytes, want.memory_bytes, 0);
+            CHECK_NEAR(tr.pcie_down_bytes + tr.pcie_up_bytes, G + P, 0);
+            CHECK_NEAR(tr.memory_bytes, plan_mem, 1e-9);
+            mpress_sched_destroy(s);
+        }
+
+        /* the simulator: the CPU step takes its memory bytes over host memory bandwidth */
+        struct mpress_sim *sim = NULL;
+        struct mpress_sim_options so;
+        mpress_sim_options_init(&so);
+        CHECK_MSG(mpress_sim_run(&p, &so, &sim, &err) == 0, "%s", err.text);
+        const struct mpress_sim_task *c =
+            sim ? mpress_sim_task_find(sim, MPRESS_SIM_OPTIMIZER, 0, 0, -1, -1, -1) : NULL;
+        CHECK(c != NULL);
+        if (c)
+            CHECK_NEAR((c->end_s - c->start_s) * p.topology.host_memory_bytes_per_s, plan_mem,
+                       1e-9);
+        mpress_sim_destroy(sim);
+        free(p.actions);
+        mpress_profile_finish(&p.profile);
+    }
 }
 
 int main(void)
@@ -519,5 +680,6 @@ int main(void)
     test_memory();
     test_tied();
     test_too_big();
+    test_host_step_bytes();
     return check_done();
 }

@@ -53,6 +53,14 @@ int main(void)
     p.n_stages = 2;
     p.stages = st;
     p.micro_batches = 1;
+    /* both tensors kept: one keep action per saved tensor, as every plan names */
+    struct mpress_plan_action acts[2];
+    for (int o = 0; o < 2; o++)
+        acts[o] = (struct mpress_plan_action){.op = o, .tensor = 0,
+                                              .action = MPRESS_ACTION_KEEP,
+                                              .evict_after_op = -1, .prefetch_before_op = -1};
+    p.n_actions = 2;
+    p.actions = acts;
     struct mpress_sched *s = NULL;
     struct mpress_error err;
     mpress_error_clear(&err);

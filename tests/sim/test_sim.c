@@ -72,13 +72,21 @@ static void fixture_init(struct fixture *f, int micro_batches, uint64_t tensor_b
     p->stages = f->stages;
     f->stages[0] = (struct mpress_plan_stage){0, 0, 0, 0};
     f->stages[1] = (struct mpress_plan_stage){1, 1, 1, 0};
+    /* A plan names one action per saved tensor (mpress_plan_check): every tensor is kept
+     * until add_action says otherwise. */
     p->actions = f->actions;
-    p->n_actions = 0;
+    p->n_actions = 2;
+    for (int o = 0; o < 2; o++)
+        f->actions[o] = (struct mpress_plan_action){.op = o, .tensor = 0,
+                                                    .action = MPRESS_ACTION_KEEP,
+                                                    .evict_after_op = -1,
+                                                    .prefetch_before_op = -1};
 }
 
+/* Replaces the action of op's tensor (each op saves one: actions[op] is its action). */
 static void add_action(struct fixture *f, int op, enum mpress_action act)
 {
-    struct mpress_plan_action *a = &f->actions[f->plan.n_actions++];
+    struct mpress_plan_action *a = &f->actions[op];
     memset(a, 0, sizeof(*a));
     a->op = op;
     a->tensor = 0;
@@ -222,7 +230,8 @@ static void test_host_swap_fits(void)
     S = mpress_sim_summary_get(s);
     CHECK(S->host_out_of_memory && !S->out_of_memory);
     char *txt = mpress_sim_oom_text(s);
-    CHECK(txt && strcmp(txt, "out of pinned host memory: peak 1.000 GB of 0.900 GB (host swaps "
+    /* printed in GiB: 10^9 B = 0.931 GiB, 0.9 x 10^9 B = 0.838 GiB */
+    CHECK(txt && strcmp(txt, "out of pinned host memory: peak 0.931 GiB of 0.838 GiB (host swaps "
                              "and host optimizer states)") == 0);
     free(txt);
     mpress_sim_destroy(s);
@@ -455,7 +464,7 @@ static void test_out_of_memory(void)
     CHECK_NEAR(S->gpus[1].oom_time_s, 1, 1e-12);
     char *txt = mpress_sim_oom_text(s);
     CHECK(txt && strstr(txt, "out of memory on gpu 0 at 1.000000 s"));
-    CHECK(txt && strstr(txt, "buffers, iteration 0 micro-batch 0 1.000 GB"));
+    CHECK(txt && strstr(txt, "buffers, iteration 0 micro-batch 0 0.931 GiB")); /* 10^9 B */
     free(txt);
     mpress_sim_destroy(s);
 }
@@ -469,14 +478,35 @@ static void test_rejects(void)
     fixture_init(&f, 2, GB);
     f.stages[1].gpu = 0;
     CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
-    CHECK(strstr(err.text, "already runs another stage") != NULL);
+    CHECK(strstr(err.text, "GPU 0 already runs stages[0]") != NULL);
+    CHECK(strcmp(err.path, "stages[1].gpu") == 0);
     fixture_init(&f, 2, GB);
     add_action(&f, 0, MPRESS_ACTION_D2D_SWAP);
     f.actions[0].n_peers = 1;
     f.actions[0].peers[0] = 2;
     f.actions[0].peer_bytes[0] = GB - 1;
     CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
-    CHECK(strstr(err.text, "peer shares sum") != NULL);
+    CHECK(strstr(err.text, "peer bytes sum to 999999999, not the tensor's 1000000000") != NULL);
+    CHECK(strcmp(err.path, "actions[0].peers") == 0);
+    /* gpus 1 and 2 have no NVLink between them: stage 1 (gpu 1) may not park on gpu 2 */
+    fixture_init(&f, 2, GB);
+    add_action(&f, 1, MPRESS_ACTION_D2D_SWAP);
+    f.actions[1].n_peers = 1;
+    f.actions[1].peers[0] = 2;
+    f.actions[1].peer_bytes[0] = GB;
+    CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "GPU 2 has no NVLink to GPU 1") != NULL);
+    CHECK(strcmp(err.path, "actions[1].peers[0].gpu") == 0);
+    /* a plan that leaves a saved tensor without an action */
+    fixture_init(&f, 2, GB);
+    f.plan.n_actions = 1;
+    CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
+    CHECK(strstr(err.text, "no action for tensor \"op1.t\"") != NULL);
+    /* beyond the plan rules, lowering needs a lookahead it can count back from */
+    fixture_init(&f, 2, GB);
+    f.plan.prefetch_lookahead = -1;
+    CHECK_INT(mpress_sim_run(&f.plan, NULL, &s, &err), MPRESS_EINPUT);
+    CHECK(strcmp(err.path, "prefetch_lookahead") == 0);
     fixture_init(&f, 2, GB);
     add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
     f.plan.topology.pcie_bytes_per_s = 0;
@@ -485,6 +515,57 @@ static void test_rejects(void)
     CHECK(s == NULL);
 }
 
+
+/* The D2D share that the plan loader and the evaluator refuse (GPU 4 -> GPU 1 on dgx1, no
+ * NVLink between them) is refused by the simulator too, handed the plan directly, with the
+ * same message and JSON path; GPU 4 -> GPU 5 (an NVLink peer) lowers. */
+static void test_rejects_d2d_no_nvlink(void)
+{
+    const char *src = getenv("MPRESS_SRCDIR");
+    char file[4096];
+    snprintf(file, sizeof(file), "%s/plans/gpt3-6.7b.dgx1.json", src ? src : ".");
+    struct mpress_plan plan;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    mpress_plan_init(&plan);
+    CHECK_MSG(mpress_plan_load(file, &plan, &err) == 0, "%s", err.text);
+    if (err.code) {
+        mpress_plan_finish(&plan);
+        return;
+    }
+    int k = 0, j = 0;
+    while (k < plan.n_stages && plan.stages[k].gpu != 4)
+        k++;
+    CHECK(k < plan.n_stages);
+    if (k == plan.n_stages) {
+        mpress_plan_finish(&plan);
+        return;
+    }
+    while (plan.actions[j].op < plan.stages[k].first_op)
+        j++;
+    struct mpress_plan_action *a = &plan.actions[j];
+    a->action = MPRESS_ACTION_D2D_SWAP;
+    a->n_peers = 1;
+    a->peers[0] = 1;
+    a->peer_bytes[0] = plan.profile.ops[a->op].tensors[a->tensor].bytes;
+    a->evict_after_op = a->prefetch_before_op = a->op;
+    struct mpress_sim_options o;
+    mpress_sim_options_init(&o);
+    o.iterations = 1;
+    struct mpress_sim *s = NULL;
+    CHECK_INT(mpress_sim_run(&plan, &o, &s, &err), MPRESS_EINPUT);
+    CHECK(s == NULL);
+    char want[64];
+    snprintf(want, sizeof(want), "actions[%d].peers[0].gpu", j);
+    CHECK(strcmp(err.path, want) == 0);
+    CHECK(strstr(err.text, "GPU 1 has no NVLink to GPU 4, which runs the tensor's stage") !=
+          NULL);
+    a->peers[0] = 5;
+    mpress_error_clear(&err);
+    CHECK_MSG(mpress_sim_run(&plan, &o, &s, &err) == 0, "%s", err.text);
+    mpress_sim_destroy(s);
+    mpress_plan_finish(&plan);
+}
 
 /* NVSwitch: any pair runs at full rate but a GPU's ports are shared by everything it sends.
  * One port of 2 GB/s per GPU; stage 0 parks a 1 GB tensor as two 0.5 GB shares on gpus 2 and 1.
@@ -656,6 +737,30 @@ static void test_random_invariants(void)
         memset(&p, 0, sizeof(p));
         memset(ops, 0, sizeof(ops));
         int S = 1 + (int)(rng() % GPUS), M = 1 + (int)(rng() % 6);
+        struct mpress_topology *t = &p.topology;
+        t->n_gpus = GPUS;
+        for (int g = 0; g < GPUS; g++) {
+            /* every fourth trial is tight and waits for memory: it must still finish */
+            t->gpus[g].memory_bytes = trial % 4 == 0 ? GB / 2 : 100 * GB;
+            t->gpus[g].reserve_bytes = GB / 4;
+            t->gpus[g].hbm_bytes_per_s = 1e12;
+            t->gpus[g].pcie_switch = g / 2;
+            t->gpus[g].socket = g / 2;
+            t->gpus[g].nvlink_ports = 6;
+        }
+        t->fabric = trial % 2 ? MPRESS_FABRIC_NVSWITCH : MPRESS_FABRIC_DIRECT;
+        for (int a = 0; a < GPUS; a++)
+            for (int b = 0; b < GPUS; b++)
+                t->nvlinks[a][b] = a == b ? 0 : t->fabric ? 6 : (a + b) % 3;
+        t->nvlink_bytes_per_s = 25e9;
+        t->pcie_bytes_per_s = 12e9;
+        t->n_switches = 2;
+        t->switches[0] = (struct mpress_topo_switch){12e9, 0};
+        t->switches[1] = (struct mpress_topo_switch){12e9, 1};
+        t->n_sockets = 2;
+        t->socket_link_bytes_per_s = 20e9;
+        t->host_memory_bytes = 1000 * GB;
+        t->host_memory_bytes_per_s = 1e11;
         p.profile.model.micro_batch = 1;
         p.profile.n_ops = OPS;
         p.profile.ops = ops;
@@ -699,40 +804,21 @@ static void test_random_invariants(void)
                 a->evict_after_op = o + (int)(rng() % (stages[k].last_op - o + 1));
                 a->prefetch_before_op = o + (int)(rng() % (stages[k].last_op - o + 1));
                 if (a->action == MPRESS_ACTION_D2D_SWAP) {
+                    /* shares go to the first NVLink peers after g (D2D only goes over
+                     * NVLink: mpress_plan_check); every GPU here has at least two */
                     int g = stages[k].gpu;
                     a->n_peers = 1 + (int)(rng() % 2);
-                    a->peers[0] = (g + 1) % GPUS;
-                    a->peers[1] = (g + 2) % GPUS;
+                    int np = 0;
+                    for (int d = 1; d < GPUS && np < a->n_peers; d++)
+                        if (t->nvlinks[g][(g + d) % GPUS] > 0)
+                            a->peers[np++] = (g + d) % GPUS;
+                    CHECK_INT(np, a->n_peers);
                     uint64_t b = tens[o][j].bytes;
                     a->peer_bytes[0] = a->n_peers == 2 ? b / 3 : b;
                     a->peer_bytes[1] = b - b / 3;
                 }
             }
         }
-        struct mpress_topology *t = &p.topology;
-        t->n_gpus = GPUS;
-        for (int g = 0; g < GPUS; g++) {
-            /* every fourth trial is tight and waits for memory: it must still finish */
-            t->gpus[g].memory_bytes = trial % 4 == 0 ? GB / 2 : 100 * GB;
-            t->gpus[g].reserve_bytes = GB / 4;
-            t->gpus[g].hbm_bytes_per_s = 1e12;
-            t->gpus[g].pcie_switch = g / 2;
-            t->gpus[g].socket = g / 2;
-            t->gpus[g].nvlink_ports = 6;
-        }
-        t->fabric = trial % 2 ? MPRESS_FABRIC_NVSWITCH : MPRESS_FABRIC_DIRECT;
-        for (int a = 0; a < GPUS; a++)
-            for (int b = 0; b < GPUS; b++)
-                t->nvlinks[a][b] = a == b ? 0 : t->fabric ? 6 : (a + b) % 3;
-        t->nvlink_bytes_per_s = 25e9;
-        t->pcie_bytes_per_s = 12e9;
-        t->n_switches = 2;
-        t->switches[0] = (struct mpress_topo_switch){12e9, 0};
-        t->switches[1] = (struct mpress_topo_switch){12e9, 1};
-        t->n_sockets = 2;
-        t->socket_link_bytes_per_s = 20e9;
-        t->host_memory_bytes = 1000 * GB;
-        t->host_memory_bytes_per_s = 1e11;
         p.schedule = (enum mpress_schedule)(trial % 3);
         p.micro_batches = M;
         p.prefetch_lookahead = (int)(rng() % 4);
@@ -819,6 +905,7 @@ int main(void)
     test_schedules_in_flight();
     test_out_of_memory();
     test_rejects();
+    test_rejects_d2d_no_nvlink();
     test_nvswitch_ports();
     test_host_optimizer();
     test_wait_for_memory();

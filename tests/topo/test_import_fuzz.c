@@ -121,18 +121,20 @@ int main(void)
     /* MPRESS_FUZZ_ROUNDS runs longer by hand; the default keeps the suite at about a second. */
     const char *r = getenv("MPRESS_FUZZ_ROUNDS");
     int rounds = r && atoi(r) > 0 ? atoi(r) : 1500;
-    const char *shared = getenv("MPRESS_SHARED");
+    const char *data = getenv("MPRESS_TESTDATA");
     const char *local[] = {"perm4.nccl.xml", "nvswitch2.nccl.xml", "nvswitch4.smi.txt"};
     char path[1024];
     for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++) {
         snprintf(path, sizeof(path), "%s/tests/topo/data/%s", src ? src : "..", local[i]);
         fuzz(path, rounds);
     }
-    /* The real dumps too, where the shared data folder is there. */
+    /* The real dumps too (tests/data/topologies). */
     const char *samples[] = {"dgx1-v100.nccl.xml", "v100x8-cubemesh.nvidia-smi.txt"};
-    for (size_t i = 0; shared && i < sizeof(samples) / sizeof(samples[0]); i++) {
-        snprintf(path, sizeof(path), "%s/data/topologies/%s", shared, samples[i]);
+    for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
+        snprintf(path, sizeof(path), "%s/topologies/%s", data ? data : "tests/data",
+                 samples[i]);
         FILE *f = fopen(path, "rb");
+        CHECK(f != NULL);
         if (!f)
             continue;
         fclose(f);

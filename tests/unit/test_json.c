@@ -131,15 +131,25 @@ int main(void)
     CHECK_INT(mpress_jread_str(&doc, json_array_get(ops, 0), "ops[0]", "bytes", str, 2, &err),
               MPRESS_EINPUT);
     int v;
-    CHECK_INT(mpress_jread_header(&doc, "x", 1, &v, &err), 0);
-    CHECK_INT(mpress_jread_header(&doc, "y", 1, &v, &err), MPRESS_EINPUT);
+    CHECK_INT(mpress_jread_header(&doc, doc.root, "", "x", 1, &v, &err), 0);
+    CHECK_INT(mpress_jread_header(&doc, doc.root, "", "y", 1, &v, &err), MPRESS_EINPUT);
     CHECK_STR(err.path, "format");
     mpress_json_doc_finish(&doc);
 
     const char *v2 = "{\"format\": \"x\", \"version\": 2}";
     CHECK_INT(mpress_json_doc_parse(&doc, v2, strlen(v2), "v.json", &err), 0);
-    CHECK_INT(mpress_jread_header(&doc, "x", 1, &v, &err), MPRESS_EINPUT);
+    CHECK_INT(mpress_jread_header(&doc, doc.root, "", "x", 1, &v, &err), MPRESS_EINPUT);
     CHECK(strstr(err.text, "unsupported") != NULL);
+    mpress_json_doc_finish(&doc);
+    /* An embedded document: the paths carry its prefix. */
+    const char *emb = "{\"inner\": {\"format\": \"x\", \"version\": 2}}";
+    CHECK_INT(mpress_json_doc_parse(&doc, emb, strlen(emb), "e.json", &err), 0);
+    CHECK_INT(mpress_jread_header(&doc, json_object_get(doc.root, "inner"), "inner", "x", 2, &v,
+                                  &err), 0);
+    CHECK_INT(v, 2);
+    CHECK_INT(mpress_jread_header(&doc, json_object_get(doc.root, "inner"), "inner", "x", 1, &v,
+                                  &err), MPRESS_EINPUT);
+    CHECK_STR(err.path, "inner.version");
     mpress_json_doc_finish(&doc);
 
     /* FNV-1a 64 test vectors (Fowler/Noll/Vo reference): "" and "a" */
@@ -148,5 +158,19 @@ int main(void)
     CHECK_STR(h, "cbf29ce484222325");
     mpress_hash_hex("a", 1, h);
     CHECK_STR(h, "af63dc4c8601ec8c");
+    CHECK(mpress_fnv1a64("a", 1) == 0xaf63dc4c8601ec8cULL);
+
+    /* Path joins, also in place and cut to the buffer. */
+    char pth[16];
+    mpress_json_path_key(pth, sizeof(pth), "", "ops");
+    CHECK_STR(pth, "ops");
+    mpress_json_path_index(pth, sizeof(pth), pth, 12);
+    CHECK_STR(pth, "ops[12]");
+    mpress_json_path_key(pth, sizeof(pth), pth, "tensors");
+    CHECK_STR(pth, "ops[12].tensors");
+    mpress_json_path_key(pth, sizeof(pth), pth, "bytes");
+    CHECK_STR(pth, "ops[12].tensors");
+    mpress_json_path_key(pth, 8, "profile", "ops");
+    CHECK_STR(pth, "profile");
     return check_done();
 }

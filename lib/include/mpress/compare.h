@@ -14,6 +14,7 @@
 #include "mpress/profile.h"
 #include "mpress/sched.h"
 #include "mpress/topology.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +25,7 @@ extern "C" {
 /* Per-GPU model-state bytes of ZeRO stage 0 (plain data parallelism), 1, 2 or 3 for psi
  * parameters, k optimizer bytes per parameter and n GPUs, with 16-bit weights and gradients:
  * stage 0 (4 + k) psi, 1: 4 psi + k psi / n, 2: 2 psi + (2 + k) psi / n, 3: (4 + k) psi / n. */
+MPRESS_API
 double mpress_zero_state_bytes(int stage, double psi, double k, int n);
 
 /* ---- rings -------------------------------------------------------------------------------- */
@@ -42,10 +44,12 @@ struct mpress_rings {
     double bytes_per_s[MPRESS_MAX_RINGS];         /* per hop of ring r, per direction */
     double total_bytes_per_s;                     /* sum over the rings */
 };
+MPRESS_API
 void mpress_rings_find(const struct mpress_topology *topo, struct mpress_rings *out);
 /* Ring reduce-scatter or all-gather of a tensor of `bytes` (the full size): every GPU sends
  * (n - 1) / n of it, split over the rings: (n - 1) / n x bytes / total_bytes_per_s. An
  * all-reduce is twice this: 2 (n - 1) / n x bytes / bw. No latency term. */
+MPRESS_API
 double mpress_rings_collective_s(const struct mpress_rings *r, double bytes);
 
 /* ---- data-parallel policies --------------------------------------------------------------- */
@@ -56,15 +60,18 @@ enum mpress_dp_policy {
     MPRESS_DP_ZERO_INFINITY = 2, /* ZeRO-3 with parameters and optimizer states on the host */
     MPRESS_DP_POLICIES
 };
+MPRESS_API
 const char *mpress_dp_policy_name(enum mpress_dp_policy p); /* "zero-offload", ... */
 
 /* Units of a data-parallel step: a transformer layer's ops, or one op outside the layers;
  * ZeRO-3 gathers and reduce-scatters one unit at a time. The last op of the unit starting at
  * op first. */
+MPRESS_API
 int mpress_dp_unit_end(const struct mpress_profile *p, int first);
 /* 1 when op o's model states are resident states of the data-parallel model: ops with
  * parameters (a tied head's copy has none; it reuses the embedding's), or every op when the
  * profile counts no parameters at all. */
+MPRESS_API
 int mpress_dp_state_op(const struct mpress_profile *p, int o);
 
 struct mpress_dp_config {
@@ -98,6 +105,7 @@ struct mpress_dp_eval {
 /* Predicts memory and time of one policy (docs/cost-model.md): memory by formula, time by
  * the timeline of one GPU's compute, ring, H2D and D2H. The profile's per-op model states give
  * the bytes per parameter; op times are the profile's. */
+MPRESS_API
 int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_dp_config *c, struct mpress_dp_eval *ev,
                        struct mpress_error *err);
@@ -106,12 +114,14 @@ int mpress_dp_evaluate(const struct mpress_profile *p, const struct mpress_topol
  * per micro-batch on its compute queue; collectives are ring steps between neighbour GPUs on
  * peer queues; offload copies on the D2H / H2D queues; CPU steps on the CPU queues. plan must
  * come from mpress_dp_plan (one stage per GPU, whose plan it describes). */
+MPRESS_API
 int mpress_sched_create_dp(const struct mpress_plan *plan, const struct mpress_dp_config *c,
                            const struct mpress_sched_options *opt, struct mpress_sched **out,
                            struct mpress_error *err);
 
 /* A plan that stands for the data-parallel run: every GPU a "stage" over all ops, with the
  * predictions of ev (so a simulated report shows them beside its own numbers). */
+MPRESS_API
 int mpress_dp_plan(const struct mpress_profile *p, const struct mpress_topology *topo,
                    const struct mpress_dp_config *c, const struct mpress_dp_eval *ev,
                    struct mpress_plan *out, struct mpress_error *err);
@@ -141,16 +151,19 @@ struct mpress_compare {
 /* Every row for plan (an mpress plan from mpress_plan_create): the plan itself, the ZeRO
  * policies with and without checkpointing, and Megatron selective and full recompute on the
  * plan's partition. simulate 0: predictions only. */
+MPRESS_API
 int mpress_compare_create(const struct mpress_plan *plan, int simulate,
                           struct mpress_compare *out, struct mpress_error *err);
 
 /* Only the ZeRO rows, for a job no pipeline plan fits (no speed-ups). */
+MPRESS_API
 int mpress_compare_zero(const struct mpress_profile *p, const struct mpress_topology *topo,
                         int micro_batches, int simulate, struct mpress_compare *out,
                         struct mpress_error *err);
 
 /* The fastest ZeRO policy (with or without checkpointing) that fits, by predicted samples/s:
  * 0 and its config and evaluation; MPRESS_EINFEASIBLE when none fits. */
+MPRESS_API
 int mpress_zero_best(const struct mpress_profile *p, const struct mpress_topology *topo,
                      int micro_batches, struct mpress_dp_config *best, struct mpress_dp_eval *ev,
                      struct mpress_error *err);
@@ -161,6 +174,7 @@ int mpress_zero_best(const struct mpress_profile *p, const struct mpress_topolog
  * evaluation and predictions (a plan that may not fit). out's embedded profile charges each
  * producer op's forward once, on its first recomputed tensor (one rerun of an op regenerates
  * all it produced), where the profile gives every tensor its producer's whole forward. */
+MPRESS_API
 int mpress_recompute_plan(const struct mpress_plan *plan, int selective, struct mpress_plan *out,
                           struct mpress_plan_eval *ev, struct mpress_error *err);
 

@@ -6,6 +6,7 @@
 #define MPRESS_ERROR_H
 
 #include <stddef.h>
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,9 +29,11 @@ struct mpress_error {
     char text[1024];   /* what is wrong, lower-case, no trailing period */
 };
 
+MPRESS_API
 void mpress_error_clear(struct mpress_error *err);
 
 /* Sets code and text (printf-style); keeps file/line/column/path. Returns code. NULL err ok. */
+MPRESS_API
 int mpress_error_set(struct mpress_error *err, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -38,6 +41,7 @@ int mpress_error_set(struct mpress_error *err, int code, const char *fmt, ...)
     ;
 
 /* Sets everything at once. Returns code. */
+MPRESS_API
 int mpress_error_at(struct mpress_error *err, int code, const char *file, int line, int column,
                     const char *path, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -46,6 +50,7 @@ int mpress_error_at(struct mpress_error *err, int code, const char *file, int li
     ;
 
 /* "FILE:LINE:COL: PATH: text", leaving out the parts that are unknown. */
+MPRESS_API
 void mpress_error_format(const struct mpress_error *err, char *buf, size_t size);
 
 #ifdef __cplusplus

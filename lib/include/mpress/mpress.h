@@ -12,13 +12,16 @@
 #include "mpress/sim.h"
 #include "mpress/trace.h"
 #include "mpress/compare.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+MPRESS_API
 const char *mpress_version(void);
 /* 1 when built with CUDA support (it says nothing about whether a GPU is present). */
+MPRESS_API
 int mpress_has_cuda(void);
 
 #ifdef __cplusplus

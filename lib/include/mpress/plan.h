@@ -10,6 +10,7 @@
 #include "mpress/json.h"
 #include "mpress/profile.h"
 #include "mpress/topology.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,7 +22,10 @@ enum mpress_action {
     MPRESS_ACTION_HOST_SWAP = 2,
     MPRESS_ACTION_D2D_SWAP = 3,
 };
+#define MPRESS_N_ACTIONS 4      /* number of enum mpress_action values */
+MPRESS_API
 const char *mpress_action_name(enum mpress_action a); /* "keep", "recompute", ... */
+MPRESS_API
 int mpress_action_parse(const char *s, enum mpress_action *out); /* 0 ok, -1 unknown */
 
 enum mpress_schedule {
@@ -29,7 +33,9 @@ enum mpress_schedule {
     MPRESS_SCHEDULE_GPIPE = 1,
     MPRESS_SCHEDULE_ASYNC = 2,   /* PipeDream-style 1F1B with stashed weight versions */
 };
+MPRESS_API
 const char *mpress_schedule_name(enum mpress_schedule s); /* "1f1b", "gpipe", "async" */
+MPRESS_API
 int mpress_schedule_parse(const char *s, enum mpress_schedule *out);
 
 struct mpress_plan_stage {
@@ -106,18 +112,54 @@ struct mpress_plan {
     struct mpress_plan_baseline baselines[MPRESS_MAX_BASELINES];
 };
 
+MPRESS_API
 void mpress_plan_init(struct mpress_plan *plan);
+MPRESS_API
 void mpress_plan_finish(struct mpress_plan *plan);    /* frees; accepts zeroed structs */
+
+/* Supported sizes of a plan (docs/formats.md, "Limits"). Stages are at most the topology's
+ * GPUs (MPRESS_MAX_GPUS); ops and saved tensors are the profile's (MPRESS_MAX_OPS,
+ * MPRESS_MAX_TENSORS). micro_batches x (ops + saved tensors) bounds the tasks of one
+ * iteration's schedule, which consumers count in int. */
+#define MPRESS_MAX_MICRO_BATCHES 65536
+#define MPRESS_MAX_SCHEDULE_SLOTS (1L << 26)
+
+/* Where mpress_plan_check found a plan wrong: the stage, action (index into actions), op,
+ * tensor (index within the op) and peer (index into the action's peers) concerned, each -1
+ * when it is not about one, and the JSON path of the offending value in an mpress-plan file
+ * ("stages[2].gpu", "actions[7].peers[1].gpu", "micro_batches"). */
+struct mpress_plan_fault {
+    int stage, action, op, tensor, peer;
+    char path[128];
+};
+
+/* The one set of rules a plan's decisions obey (docs/formats.md, "Plan rules"), used by the
+ * plan loader, the evaluator and the simulator: 1 to n_gpus stages covering the ops in order,
+ * one GPU each; one action per saved tensor in profile order; D2D peers are other GPUs with a
+ * direct NVLink to the stage's GPU, each once, shares summing to the tensor's bytes; eviction
+ * and prefetch points -1 for kept tensors, else from the op to the end of its stage;
+ * micro_batches in [1, MPRESS_MAX_MICRO_BATCHES] and within MPRESS_MAX_SCHEDULE_SLOTS.
+ * Returns 0, or MPRESS_EINPUT with the reason in err->text, err->path = fault->path (err and
+ * fault may be NULL). */
+MPRESS_API
+int mpress_plan_check(const struct mpress_profile *p, const struct mpress_topology *t,
+                      int micro_batches, int n_stages, const struct mpress_plan_stage *stages,
+                      int n_actions, const struct mpress_plan_action *actions,
+                      struct mpress_plan_fault *fault, struct mpress_error *err);
 
 /* mpress-plan v1 */
 #define MPRESS_PLAN_FORMAT "mpress-plan"
 #define MPRESS_PLAN_VERSION 1
+MPRESS_API
 int mpress_plan_load(const char *file, struct mpress_plan *out, struct mpress_error *err);
+MPRESS_API
 json_t *mpress_plan_to_json(const struct mpress_plan *plan);
+MPRESS_API
 int mpress_plan_save(const char *file, const struct mpress_plan *plan, struct mpress_error *err);
 
 /* "mpress-topology", "mpress-profile" or "mpress-plan" of a file, after full validation with
  * the matching loader. kind receives the format name. */
+MPRESS_API
 int mpress_validate_file(const char *file, char *kind, size_t kind_size,
                          struct mpress_error *err);
 

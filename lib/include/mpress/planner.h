@@ -9,6 +9,7 @@
 #include "mpress/plan.h"
 #include "mpress/profile.h"
 #include "mpress/topology.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,8 +25,10 @@ struct mpress_assignment {
 };
 
 /* Allocates one keep action per saved tensor of p (stages left empty). */
+MPRESS_API
 int mpress_assignment_init(struct mpress_assignment *a, const struct mpress_profile *p,
                            struct mpress_error *err);
+MPRESS_API
 void mpress_assignment_finish(struct mpress_assignment *a); /* accepts zeroed structs */
 
 /* What the cost model predicts for one assignment. */
@@ -38,7 +41,7 @@ struct mpress_plan_eval {
     double stage_s[MPRESS_MAX_GPUS];  /* per micro-batch compute of each stage */
     int n_gpus;
     struct mpress_plan_gpu gpus[MPRESS_MAX_GPUS];
-    uint64_t action_bytes[4];   /* saved bytes per micro-batch by enum mpress_action */
+    uint64_t action_bytes[MPRESS_N_ACTIONS]; /* saved bytes per micro-batch by enum mpress_action */
     char bottleneck[64];        /* what sets the cycle: "stage 2 compute", "nvlink 0-3", ... */
     /* Host swaps PCIe cannot drain during one forward (docs/cost-model.md, "Drain"): the
      * stage's GPU would hold drain_short more bytes than the memory model counts, so such a
@@ -47,9 +50,12 @@ struct mpress_plan_eval {
     uint64_t drain_short;
 };
 
-/* The cost model. topo is already restricted to the GPUs in use. Returns MPRESS_EINPUT (with
- * the reason in err) when the assignment is malformed; a plan that does not fit is still
- * evaluated (ev->fits = 0). */
+/* The cost model. topo is already restricted to the GPUs in use. Returns MPRESS_EUSAGE for
+ * micro_batches outside [1, MPRESS_MAX_MICRO_BATCHES] and MPRESS_EINPUT (reason in err->text,
+ * JSON path in err->path) when the assignment breaks the plan rules of mpress_plan_check; a
+ * plan that does not fit is still evaluated (ev->fits = 0). Byte sums saturate at UINT64_MAX
+ * (such a plan never fits); times may come out infinite for absurd inputs. */
+MPRESS_API
 int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
                          enum mpress_schedule schedule, int micro_batches,
                          const struct mpress_assignment *a, struct mpress_plan_eval *ev,
@@ -62,10 +68,25 @@ enum mpress_cuts {
     MPRESS_CUTS_LAYERS = 2, /* only where ops[i].layer != ops[i+1].layer */
 };
 
+/* Planning policies: the MILP and the baselines. Names (one table, mpress_policy_name) are
+ * what `mpress plan --policy` takes and what plans store in "policy". */
+enum mpress_policy {
+    MPRESS_POLICY_ILP = 0,
+    MPRESS_POLICY_GREEDY = 1,
+    MPRESS_POLICY_RECOMPUTE = 2,
+    MPRESS_POLICY_SWAP = 3,
+    MPRESS_POLICY_NONE = 4,
+};
+#define MPRESS_N_POLICIES 5
+MPRESS_API
+const char *mpress_policy_name(enum mpress_policy p); /* "ilp", "greedy", ...; "unknown" */
+MPRESS_API
+int mpress_policy_parse(const char *s, enum mpress_policy *out); /* 0 ok, -1 unknown */
+
 struct mpress_plan_options {
     enum mpress_schedule schedule;
     int micro_batches;
-    char policy[16];            /* "ilp" | "greedy" | "recompute" | "swap" | "none" */
+    enum mpress_policy policy;
     enum mpress_cuts cuts;
     double time_limit_s;        /* 0: none (wall clock: never used for goldens) */
     long node_limit;            /* stop after this many branch-and-bound nodes, 0: none */
@@ -80,25 +101,34 @@ struct mpress_plan_options {
 };
 
 /* Defaults: 1f1b, 16 micro-batches, ilp, automatic cuts, gap 1 %, 5000 nodes, no time limit. */
+MPRESS_API
 void mpress_plan_options_init(struct mpress_plan_options *o);
 
-/* Builds the assignment of one baseline policy ("none", "recompute", "swap", "greedy") and
- * evaluates it. Returns 0 with ev->fits telling whether it fits. */
+/* Builds the assignment of one baseline policy (any but MPRESS_POLICY_ILP) and evaluates it.
+ * Returns 0 with ev->fits telling whether it fits. */
+MPRESS_API
 int mpress_plan_baseline(const struct mpress_profile *p, const struct mpress_topology *topo,
-                         const struct mpress_plan_options *o, const char *policy,
+                         const struct mpress_plan_options *o, enum mpress_policy policy,
                          struct mpress_assignment *out, struct mpress_plan_eval *ev,
                          struct mpress_error *err);
 
 /* Solves the MILP. On success fills out (re-evaluate it with mpress_plan_evaluate) and stats
- * (objective is the MILP's predicted iteration time). MPRESS_EINFEASIBLE when nothing fits;
- * MPRESS_ESYSTEM on a solver failure or when a limit stopped it before any solution. */
+ * (objective is the MILP's predicted iteration time). Without o->warm_start it looks for a
+ * start itself (docs/cost-model.md, "Always an answer"); with a start it always returns a plan
+ * (the start itself when the solver ends without one of its own). MPRESS_EINFEASIBLE when
+ * nothing fits; MPRESS_ESYSTEM on a solver failure or when a limit stopped it before any
+ * solution and no start exists. */
+MPRESS_API
 int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
                     const struct mpress_plan_options *o, struct mpress_assignment *out,
                     struct mpress_plan_solver *stats, struct mpress_error *err);
 
 /* The whole `mpress plan`: baselines, the chosen policy, evaluation, and a plan with embedded
  * copies of p and topo (already restricted). Infeasible: MPRESS_EINFEASIBLE and err names the
- * GPU that is short and by how many bytes in the closest baseline's evaluation. */
+ * GPU that is short and by how many bytes: with the MILP, under the most memory-saving actions
+ * (every tensor recomputed, optimizers on the host or not, whichever leaves less short); with
+ * a baseline policy, in its evaluation. */
+MPRESS_API
 int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_plan_options *o, struct mpress_plan *out,
                        struct mpress_error *err);

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include "mpress/error.h"
 #include "mpress/json.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,24 +52,39 @@ struct mpress_profile {
     struct mpress_op *ops;
 };
 
+MPRESS_API
 void mpress_profile_init(struct mpress_profile *p);
+MPRESS_API
 void mpress_profile_finish(struct mpress_profile *p);   /* frees; accepts zeroed structs */
+MPRESS_API
 int mpress_profile_copy(struct mpress_profile *dst, const struct mpress_profile *src,
                         struct mpress_error *err);
+
+/* Supported sizes (docs/formats.md, "Limits"), refused at load beyond: ops of a profile and
+ * saved tensors of all its ops together. Every count the planner and the simulator form from
+ * them (times MPRESS_MAX_GPUS stages, times the tasks one op makes) stays within int. */
+#define MPRESS_MAX_OPS (1 << 18)
+#define MPRESS_MAX_TENSORS (1 << 20)
 
 /* mpress-profile v1 */
 #define MPRESS_PROFILE_FORMAT "mpress-profile"
 #define MPRESS_PROFILE_VERSION 1
+MPRESS_API
 int mpress_profile_load(const char *file, struct mpress_profile *out, struct mpress_error *err);
+MPRESS_API
 int mpress_profile_from_json(const struct mpress_json_doc *doc, const json_t *obj,
                              const char *obj_path, struct mpress_profile *out,
                              struct mpress_error *err);
+MPRESS_API
 json_t *mpress_profile_to_json(const struct mpress_profile *p);
+MPRESS_API
 int mpress_profile_save(const char *file, const struct mpress_profile *p,
                         struct mpress_error *err);
 
 /* Sums over all ops. */
+MPRESS_API
 uint64_t mpress_profile_saved_bytes(const struct mpress_profile *p);
+MPRESS_API
 uint64_t mpress_profile_params(const struct mpress_profile *p);
 
 #ifdef __cplusplus

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include "mpress/plan.h"
 #include "mpress/sched.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -108,9 +109,11 @@ struct mpress_run_report {
  * breakdown and largest residents at it, out-of-memory flags and times against capacities
  * (summary.gpus[].capacity, summary.host_capacity), and host_peak. The rest of the summary is
  * the caller's. 0, or MPRESS_ESYSTEM on allocation failure. */
+MPRESS_API
 int mpress_run_replay_memory(struct mpress_run_report *r);
 
 /* Memory of device gpu (-1 = host) right after everything that happened at time t. */
+MPRESS_API
 uint64_t mpress_run_memory_at(const struct mpress_run_report *r, int gpu, double t);
 
 /* Outputs. The report is a mpress-sim-report v1 object (its "simulated" keys hold what the
@@ -120,12 +123,17 @@ uint64_t mpress_run_memory_at(const struct mpress_run_report *r, int gpu, double
  * malloc'd; NULL on allocation failure. */
 #define MPRESS_RUN_REPORT_FORMAT "mpress-sim-report"
 #define MPRESS_RUN_REPORT_VERSION 1
+MPRESS_API
 json_t *mpress_run_report_json(const struct mpress_run_report *r);
+MPRESS_API
 char *mpress_run_trace(const struct mpress_run_report *r);
+MPRESS_API
 char *mpress_run_svg(const struct mpress_run_report *r);
+MPRESS_API
 char *mpress_run_render(const struct mpress_run_report *r);
 /* "out of memory on gpu G at T s: peak P of capacity C; largest residents: ..." (or the same
  * for pinned host memory), or NULL when everything fits. */
+MPRESS_API
 char *mpress_run_oom_text(const struct mpress_run_report *r);
 
 #ifdef __cplusplus

@@ -30,7 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mpress/error.h"
+#include "mpress/model.h"
 #include "mpress/plan.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +56,7 @@ enum mpress_task_kind {
     MPRESS_TASK_TIED_GRAD,      /* a tied weight's gradient to the other stage holding a copy */
     MPRESS_TASK_KINDS
 };
+MPRESS_API
 const char *mpress_task_kind_name(enum mpress_task_kind k); /* "forward", ...; "?" if unknown */
 
 /* What a byte on a device is held for. */
@@ -69,6 +72,7 @@ enum mpress_mem_kind {
     MPRESS_MEM_RESERVE,         /* CUDA context and allocator slack (topology reserve) */
     MPRESS_MEM_KINDS
 };
+MPRESS_API
 const char *mpress_mem_kind_name(enum mpress_mem_kind k); /* "weights", ...; "?" if unknown */
 
 enum mpress_queue_kind {
@@ -78,6 +82,7 @@ enum mpress_queue_kind {
     MPRESS_QUEUE_PEER,          /* a GPU's copy engine toward one other GPU */
     MPRESS_QUEUE_CPU,           /* the host's CPU step queue of one socket */
 };
+MPRESS_API
 const char *mpress_queue_kind_name(enum mpress_queue_kind k); /* "compute", "d2h", ... */
 
 /* Queues are numbered per GPU g: g * (3 + n_gpus) + 0 compute, + 1 D2H, + 2 H2D, + 3 + b the
@@ -97,7 +102,9 @@ struct mpress_task {
     int part;                   /* D2D part (peer index in the action), else 0 */
     int tied_op;                /* TIED_GRAD: the op on dst that shares the weight, else -1 */
     int src, dst;               /* devices: GPU index, -1 = host; compute: src = dst = GPU */
-    uint64_t bytes;             /* transfers: bytes moved; 0 for compute and CPU tasks */
+    uint64_t bytes;             /* transfers: bytes moved; 0 for compute and CPU tasks, but
+                                 * for the optimizer tasks of a data-parallel lowering
+                                 * (mpress_sched_create_dp): the bytes each reads and writes */
     int queue;                  /* index into the queues */
     int ends_iteration;         /* 1: the task that ends its stage's iteration: the GPU step,
                                  * or the weights' copy back after a host step */
@@ -122,6 +129,7 @@ struct mpress_sched_options {
      * that its timeline matches what the planner predicted (docs/schedule.md). */
     int tied_exchange;
 };
+MPRESS_API
 void mpress_sched_options_init(struct mpress_sched_options *opt); /* iterations 1, tied 1 */
 
 struct mpress_sched;            /* a lowered plan */
@@ -130,39 +138,64 @@ struct mpress_sched;            /* a lowered plan */
  * MPRESS_EINPUT for a plan that cannot be lowered (text says why, err->path names the plan
  * field where one is to blame), MPRESS_EUSAGE for bad options, MPRESS_ESYSTEM for allocation
  * failure. */
+MPRESS_API
 int mpress_sched_create(const struct mpress_plan *plan, const struct mpress_sched_options *opt,
                         struct mpress_sched **out, struct mpress_error *err);
+MPRESS_API
 void mpress_sched_destroy(struct mpress_sched *s);     /* accepts NULL */
 
+MPRESS_API
 const struct mpress_plan *mpress_sched_plan(const struct mpress_sched *s);
+MPRESS_API
 int mpress_sched_iterations(const struct mpress_sched *s);
 
+MPRESS_API
 int mpress_sched_task_count(const struct mpress_sched *s);
+MPRESS_API
 const struct mpress_task *mpress_sched_task(const struct mpress_sched *s, int i); /* or NULL */
 /* Tasks per kind, for checks. */
+MPRESS_API
 int mpress_sched_count_kind(const struct mpress_sched *s, enum mpress_task_kind k);
 
 /* Dependencies of task i: the tasks that must end before it starts (preds), and those that
  * wait for it (succs, in the order the lowering added them). *n receives the count; the array
  * is owned by s. A compute task's predecessor on its own queue is implicit in the queue's
  * order and need not be an edge (the step before an iteration's first task also is one). */
+MPRESS_API
 const int *mpress_sched_preds(const struct mpress_sched *s, int i, int *n);
+MPRESS_API
 const int *mpress_sched_succs(const struct mpress_sched *s, int i, int *n);
+MPRESS_API
 int mpress_sched_edge_count(const struct mpress_sched *s);
 
+MPRESS_API
 int mpress_sched_queue_count(const struct mpress_sched *s);
+MPRESS_API
 const struct mpress_sched_queue *mpress_sched_queue(const struct mpress_sched *s, int q);
 /* The queue's tasks in a valid issue order (see the top of this header). */
+MPRESS_API
 const int *mpress_sched_queue_tasks(const struct mpress_sched *s, int q, int *n);
 /* The compute queue of GPU g. */
+MPRESS_API
 int mpress_sched_compute_queue(const struct mpress_sched *s, int gpu);
 
 /* Memory deltas applied when task i starts / ends, and before the first task (model states,
  * stashed weight versions, reserves). Arrays owned by s. */
+MPRESS_API
 const struct mpress_mem_delta *mpress_sched_mem_start(const struct mpress_sched *s, int i,
                                                       int *n);
+MPRESS_API
 const struct mpress_mem_delta *mpress_sched_mem_end(const struct mpress_sched *s, int i, int *n);
+MPRESS_API
 const struct mpress_mem_delta *mpress_sched_mem_initial(const struct mpress_sched *s, int *n);
+
+/* The optimizer step of stage k (one per iteration): the bytes it reads and writes where it
+ * runs and, for a host step, what crosses PCIe (the GRAD_D2H and WEIGHTS_H2D tasks' bytes),
+ * from mpress_optimizer_step_traffic over the stage's model states, the planner's count. A
+ * data-parallel schedule's optimizer tasks carry their bytes instead (struct mpress_task). */
+MPRESS_API
+void mpress_sched_step_traffic(const struct mpress_sched *s, int stage,
+                               struct mpress_optimizer_traffic *out);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 #include "mpress/plan.h"
 #include "mpress/run_report.h"
 #include "mpress/sched.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,6 +28,7 @@ struct mpress_sim_options {
      * are pending (what a runtime that throttles instead of failing would do). */
     int wait_for_memory;
 };
+MPRESS_API
 void mpress_sim_options_init(struct mpress_sim_options *opt); /* iterations = 3 */
 
 /* Names from before the schedule and the run report had headers of their own; kept so that
@@ -83,42 +85,60 @@ struct mpress_sim;              /* a finished simulation */
  * GPU ran out of memory: see summary.out_of_memory). Errors: MPRESS_EINPUT for a plan the
  * simulator cannot replay (text says why), MPRESS_ESYSTEM for allocation failure. */
 /* The result borrows plan: keep it alive until mpress_sim_destroy. */
+MPRESS_API
 int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_options *opt,
                    struct mpress_sim **out, struct mpress_error *err);
 /* As mpress_sim_run, replaying sched (NULL: the plan's own schedule) instead of lowering the
  * plan; the simulation owns sched from the call on, also on failure. sched's iterations must be
- * opt->iterations (async: one more). The data-parallel comparisons use it (mpress/compare.h). */
+ * opt->iterations (async: one more). The plan is then not held to the plan rules
+ * (mpress_plan_check, which lowering a plan applies): the data-parallel comparisons
+ * (mpress/compare.h) replay a stand-in plan whose stages each cover every op. */
+MPRESS_API
 int mpress_sim_run_sched(const struct mpress_plan *plan, struct mpress_sched *sched,
                          const struct mpress_sim_options *opt, struct mpress_sim **out,
                          struct mpress_error *err);
+MPRESS_API
 void mpress_sim_destroy(struct mpress_sim *sim);   /* accepts NULL */
 
+MPRESS_API
 const struct mpress_sim_summary *mpress_sim_summary_get(const struct mpress_sim *sim);
 /* The run as a neutral report (for the mpress_run_* outputs) and the schedule it replayed;
  * both owned by sim. */
+MPRESS_API
 const struct mpress_run_report *mpress_sim_run_report(const struct mpress_sim *sim);
+MPRESS_API
 const struct mpress_sched *mpress_sim_sched(const struct mpress_sim *sim);
+MPRESS_API
 int mpress_sim_task_count(const struct mpress_sim *sim);
+MPRESS_API
 const struct mpress_sim_task *mpress_sim_task_get(const struct mpress_sim *sim, int i);
 /* The first task matching kind, stage, iteration, micro-batch, op and action (-1 = any), or
  * NULL. For tests and tools. */
+MPRESS_API
 const struct mpress_sim_task *mpress_sim_task_find(const struct mpress_sim *sim,
                                                    enum mpress_sim_task_kind kind, int stage,
                                                    int iteration, int micro_batch, int op,
                                                    int action);
 /* Memory of device gpu (-1 = host) right after everything that happened at time t. */
+MPRESS_API
 uint64_t mpress_sim_memory_at(const struct mpress_sim *sim, int gpu, double t);
 
 /* The mpress_run_* outputs of mpress_sim_run_report(sim) (mpress/run_report.h). */
+MPRESS_API
 json_t *mpress_sim_report_json(const struct mpress_sim *sim);
+MPRESS_API
 char *mpress_sim_trace(const struct mpress_sim *sim);
+MPRESS_API
 char *mpress_sim_svg(const struct mpress_sim *sim);
+MPRESS_API
 char *mpress_sim_render(const struct mpress_sim *sim);
 /* "out of memory on gpu G at T s: peak P of capacity C; largest residents: ..." (or the same
  * for pinned host memory), or NULL when everything fits. */
+MPRESS_API
 char *mpress_sim_oom_text(const struct mpress_sim *sim);
 
 /* `mpress explain`: the plan in words and tables, from the plan alone (no simulation). */
+MPRESS_API
 char *mpress_plan_explain(const struct mpress_plan *plan);
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include "mpress/error.h"
 #include "mpress/json.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,10 +33,13 @@ struct mpress_gpu_spec {
 };
 
 /* NULL-terminated table, and lookup by key or model name (case-insensitive); NULL if none. */
+MPRESS_API
 const struct mpress_gpu_spec *mpress_gpu_specs(void);
+MPRESS_API
 const struct mpress_gpu_spec *mpress_gpu_spec_find(const char *key_or_model);
 /* The table's keys, space-separated, on lines of at most width columns indented by indent
  * spaces, ending in a newline (for --help texts). */
+MPRESS_API
 void mpress_gpu_spec_keys_print(FILE *out, int indent, int width);
 
 enum mpress_fabric {
@@ -82,43 +86,55 @@ struct mpress_topology {
 };
 
 /* NULL-terminated list of built-in server names. */
+MPRESS_API
 const char *const *mpress_topology_builtin_names(void);
+MPRESS_API
 int mpress_topology_builtin(const char *name, struct mpress_topology *out,
                             struct mpress_error *err);
 
 /* A built-in name, else a mpress-topology file. */
+MPRESS_API
 int mpress_topology_resolve(const char *name_or_file, struct mpress_topology *out,
                             struct mpress_error *err);
 
 /* Keeps the first n GPUs (and the switches/sockets they use). More than it has: MPRESS_EUSAGE. */
+MPRESS_API
 int mpress_topology_restrict(struct mpress_topology *topo, int n, struct mpress_error *err);
 
 /* Peer bandwidth from a to b in bytes/s per direction over NVLink; 0 when there is none. */
+MPRESS_API
 double mpress_topology_p2p_bytes_per_s(const struct mpress_topology *topo, int a, int b);
 
 /* mpress-topology v1 */
 #define MPRESS_TOPOLOGY_FORMAT "mpress-topology"
 #define MPRESS_TOPOLOGY_VERSION 1
+MPRESS_API
 int mpress_topology_load(const char *file, struct mpress_topology *out, struct mpress_error *err);
 /* Reads a topology object embedded at obj (its JSON path obj_path) inside doc. */
+MPRESS_API
 int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *obj,
                               const char *obj_path, struct mpress_topology *out,
                               struct mpress_error *err);
+MPRESS_API
 json_t *mpress_topology_to_json(const struct mpress_topology *topo);
+MPRESS_API
 int mpress_topology_save(const char *file, const struct mpress_topology *topo,
                          struct mpress_error *err);
 
 /* Import of an `nvidia-smi topo -m` text dump or an NCCL topology XML dump (kind detected).
  * What the dump lacks comes from the GPU table; notes (may be NULL) says what was filled in. */
+MPRESS_API
 int mpress_topology_import(const char *file, struct mpress_topology *out, char *notes,
                            size_t notes_size, struct mpress_error *err);
 
 /* A matrix in the style of `nvidia-smi topo -m` plus bandwidths and memory, malloc'd. */
+MPRESS_API
 char *mpress_topology_render(const struct mpress_topology *topo);
 
 /* As mpress_topology_import, with the GPU model given (a GPU table key or model name, as
  * `--gpu` takes it) instead of taken from the dump; NULL behaves as mpress_topology_import.
  * An unknown gpu is MPRESS_EUSAGE. */
+MPRESS_API
 int mpress_topology_import_as(const char *file, const char *gpu, struct mpress_topology *out,
                               char *notes, size_t notes_size, struct mpress_error *err);
 
@@ -127,7 +143,32 @@ int mpress_topology_import_as(const char *file, const char *gpu, struct mpress_t
  * it)". */
 #define MPRESS_TOPOLOGY_ASSUMED "; GPU model assumed: "
 /* "GPU model assumed: MODEL (...)" when topo records such an assumption, else NULL. */
+MPRESS_API
 const char *mpress_topology_assumption(const struct mpress_topology *topo);
+
+/* An emulated server (`mpress topo emulate`): n devices of the host backend, each a worker with
+ * its own memory arena on this machine, all joined to each other through an NVSwitch-like
+ * fabric of one port each (so plans may park tensors on peers) and to the host through one
+ * PCIe-like switch. With measure, the devices' FLOP/s are this CPU's single-thread SGEMM rate
+ * and every bandwidth is this machine's memcpy rate (bandwidth_source "measured"); without it,
+ * the fixed figures below (bandwidth_source "datasheet": nothing was measured). Details:
+ * docs/topologies.md, "Emulated servers". */
+#define MPRESS_EMULATED_GPU "host-emulated"
+#define MPRESS_EMULATED_FLOPS 5e10              /* FLOP/s of a device, not measured */
+#define MPRESS_EMULATED_BYTES_PER_S 1e10        /* every bandwidth, not measured */
+#define MPRESS_EMULATED_HOST_MEMORY (16ull << 30) /* host memory unless given */
+#define MPRESS_EMULATED_RESERVE_DIVISOR 64      /* reserve = memory / 64 unless given */
+struct mpress_topology_emulate_options {
+    int devices;                /* 1 .. MPRESS_MAX_GPUS */
+    uint64_t memory_bytes;      /* per device, > 0 */
+    uint64_t host_memory_bytes; /* 0: MPRESS_EMULATED_HOST_MEMORY */
+    int reserve_given;          /* 0: reserve = memory / MPRESS_EMULATED_RESERVE_DIVISOR */
+    uint64_t reserve_bytes;     /* with reserve_given, < memory_bytes */
+    int measure;                /* 1: time SGEMM and memcpy on this machine */
+};
+MPRESS_API
+int mpress_topology_emulate(const struct mpress_topology_emulate_options *o,
+                            struct mpress_topology *out, struct mpress_error *err);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include "mpress/error.h"
 #include "mpress/profile.h"
 #include "mpress/topology.h"
+#include "mpress/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,10 +29,13 @@ struct mpress_trace;
 
 /* Reads an event file. A last line cut short (a program that crashed mid-write) is dropped and
  * counted in the summary; any other malformed line is an error naming FILE:LINE. */
+MPRESS_API
 int mpress_trace_load(const char *file, struct mpress_trace **out, struct mpress_error *err);
 /* Same, from a text buffer; name is used in messages. */
+MPRESS_API
 int mpress_trace_parse(const char *text, size_t size, const char *name, struct mpress_trace **out,
                        struct mpress_error *err);
+MPRESS_API
 void mpress_trace_destroy(struct mpress_trace *t); /* accepts NULL */
 
 struct mpress_trace_options {
@@ -40,6 +44,7 @@ struct mpress_trace_options {
     char dtype[8];           /* profile.model.dtype; "" -> "fp16" */
     char optimizer[16];      /* profile.model.optimizer; "" -> "adam" */
 };
+MPRESS_API
 void mpress_trace_options_init(struct mpress_trace_options *opt);
 
 #define MPRESS_TRACE_MAX_DEVICES 64
@@ -75,6 +80,7 @@ struct mpress_trace_summary {
 /* Builds a profile (source "cupti") from a trace; out is initialised here and must be finished
  * by the caller, also on failure. sum may be NULL. A trace with no op ranges is MPRESS_EINPUT.
  * The mapping rules are in docs/event-format.md. */
+MPRESS_API
 int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace_options *opt,
                          struct mpress_profile *out, struct mpress_trace_summary *sum,
                          struct mpress_error *err);
@@ -83,6 +89,7 @@ int mpress_trace_analyse(const struct mpress_trace *t, const struct mpress_trace
  * from mem (a memory pass, e.g. run with one allocation per tensor) into timing (the timing
  * pass). The two must have the same ops in the same order, else MPRESS_EINPUT. Saved tensors'
  * recompute_s are rescaled to timing's forward times. */
+MPRESS_API
 int mpress_trace_merge_memory(struct mpress_profile *timing, const struct mpress_profile *mem,
                               struct mpress_error *err);
 
@@ -117,22 +124,27 @@ struct mpress_probe {
     int n_samples;
     struct mpress_probe_sample *samples;     /* malloc'd */
 };
+MPRESS_API
 void mpress_probe_finish(struct mpress_probe *pr);   /* frees; accepts zeroed structs */
 
 /* Runs the copies (needs a CUDA build and a GPU; MPRESS_ESYSTEM with the driver's reason
  * otherwise). Sizes 64 KiB to 1 GiB (capped by free memory), several repetitions each, timed
  * on the host clock between full synchronisations. */
+MPRESS_API
 int mpress_probe_bandwidth(struct mpress_probe *out, struct mpress_error *err);
 
 /* Turns measurements into a topology with bandwidth_source "measured"; the rules (how NVLink
  * counts are inferred from peer bandwidth, what comes from the GPU table) are in
  * docs/event-format.md. Pure C: testable without a GPU. */
+MPRESS_API
 int mpress_probe_topology(const struct mpress_probe *pr, struct mpress_topology *out,
                           struct mpress_error *err);
 
 /* A table of every sample, one line each, malloc'd. */
+MPRESS_API
 char *mpress_probe_render(const struct mpress_probe *pr);
 
+MPRESS_API
 const char *mpress_probe_kind_name(enum mpress_probe_kind k);
 
 /* Where the tracer (libmpress-inject.so) and libcupti were when mpress was built; inject_build
@@ -142,6 +154,7 @@ struct mpress_trace_paths {
     const char *inject_install;  /* under the install prefix */
     const char *cupti;           /* the libcupti.so the build found (the tracer's RUNPATH) */
 };
+MPRESS_API
 void mpress_trace_paths_get(struct mpress_trace_paths *out);
 
 #ifdef __cplusplus

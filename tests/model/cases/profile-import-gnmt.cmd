@@ -1,1 +1,1 @@
-"$MPRESS" profile --import pipedream "$SHARED/data/pipedream/gnmt.graph.txt"
+"$MPRESS" profile --import pipedream "$SRC/tests/data/pipedream/gnmt.graph.txt"

@@ -1,1 +1,1 @@
-"$MPRESS" topo import "$SHARED/data/topologies/dgx1-v100.nccl.xml" -o dgx1.json 2>/dev/null && "$MPRESS" topo import "$SRC/tests/topo/data/nvswitch4.smi.txt" -o a100.json 2>/dev/null && "$MPRESS" validate dgx1.json a100.json
+"$MPRESS" topo import "$SRC/tests/data/topologies/dgx1-v100.nccl.xml" -o dgx1.json 2>/dev/null && "$MPRESS" topo import "$SRC/tests/topo/data/nvswitch4.smi.txt" -o a100.json 2>/dev/null && "$MPRESS" validate dgx1.json a100.json

@@ -1,1 +1,1 @@
-"$MPRESS" topo import "$SHARED/data/topologies/dgx1-v100.nccl.xml"
+"$MPRESS" topo import "$SRC/tests/data/topologies/dgx1-v100.nccl.xml"

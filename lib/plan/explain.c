@@ -5,13 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mpress/sim.h"
-#include "plan/plan_internal.h"
-#include "util/strbuf.h"
+#include "mpress/sim.h" /* declares mpress_plan_explain */
+#include "plan_internal.h"
+#include "strbuf.h"
 
-static double gb(uint64_t v)
+/* Bytes in GiB (2^30), the unit every command prints sizes in; rates stay in GB/s. */
+static double gib(uint64_t v)
 {
-    return (double)v / 1e9;
+    return (double)v / 1073741824.0;
 }
 
 /* Micro-batches whose saved tensors stage k holds at once under the plan's schedule. */
@@ -79,7 +80,7 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
               mpress_schedule_name(plan->schedule));
 
     /* What each GPU holds */
-    sb_printf(&b, "What each GPU holds at its predicted peak (GB)\n");
+    sb_printf(&b, "What each GPU holds at its predicted peak (GiB)\n");
     sb_printf(&b, "%-4s %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "gpu", "stage",
         "capacity", "peak", "weights", "grads", "optim", "activ", "parked", "working", "buffers",
         "reserve", "free");
@@ -90,9 +91,9 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
         double fr = (double)g->capacity - (double)g->peak;
         sb_printf(&b,
                   "%-4d %5s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
-            g->gpu, st, gb(g->capacity), gb(g->peak), gb(g->weights), gb(g->gradients),
-            gb(g->optimizer), gb(g->activations), gb(g->parked), gb(g->working), gb(g->buffers),
-            gb(g->reserve), fr / 1e9);
+            g->gpu, st, gib(g->capacity), gib(g->peak), gib(g->weights), gib(g->gradients),
+            gib(g->optimizer), gib(g->activations), gib(g->parked), gib(g->working),
+            gib(g->buffers), gib(g->reserve), fr / 1073741824.0);
     }
     sb_printf(&b, "\n");
 
@@ -101,8 +102,8 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
             "(bytes per micro-batch x micro-batches in flight) and seconds each iteration adds "
             "to the work (recompute: forward time run again; swaps: copy time out and back at "
             "the link's bandwidth, hidden where it overlaps compute)\n");
-    sb_printf(&b, "%-5s %-10s %7s %12s %12s %14s  %s\n", "stage", "action", "tensors", "GB per mb",
-        "GB freed", "s added/iter", "where");
+    sb_printf(&b, "%-5s %-10s %7s %12s %12s %14s  %s\n", "stage", "action", "tensors", "GiB per mb",
+        "GiB freed", "s added/iter", "where");
     for (int k = 0; k < S; k++) {
         const struct mpress_plan_stage *s = &plan->stages[k];
         for (int act = MPRESS_ACTION_KEEP; act <= MPRESS_ACTION_D2D_SWAP; act++) {
@@ -157,12 +158,12 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
                 for (int g = 0; g < tp->n_gpus && wl < sizeof(where) - 48; g++)
                     if (to_peer[g])
                         wl += (size_t)snprintf(where + wl, sizeof(where) - wl,
-                                               "%sgpu %d %.3f GB/mb (%.0f GB/s)",
-                                               wl ? ", " : "", g, gb(to_peer[g]),
+                                               "%sgpu %d %.3f GiB/mb (%.0f GB/s)",
+                                               wl ? ", " : "", g, gib(to_peer[g]),
                                                plan_boundary_bw(tp, s->gpu, g) / 1e9);
-            double freed = act == MPRESS_ACTION_KEEP ? 0 : gb(bytes) * in_flight(plan, k);
+            double freed = act == MPRESS_ACTION_KEEP ? 0 : gib(bytes) * in_flight(plan, k);
             sb_printf(&b, "%-5d %-10s %7d %12.3f %12.3f %14.4f  %s\n", k,
-                mpress_action_name((enum mpress_action)act), n, gb(bytes), freed, added, where);
+                mpress_action_name((enum mpress_action)act), n, gib(bytes), freed, added, where);
         }
     }
     sb_printf(&b, "\n");

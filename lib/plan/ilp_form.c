@@ -1,0 +1,865 @@
+/* The planner's MILP (GLPK): stage partition, stage -> GPU mapping, per-class action counts,
+ * D2D byte shares and optimizer placement, minimising the predicted iteration time of the
+ * cost model in eval.c. Its optimum, mapped back to an assignment and re-evaluated by
+ * mpress_plan_evaluate, gives the same time (tests/plan/test_exact.c checks this against
+ * exhaustive enumeration). This file builds it; ilp_solve.c solves it. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ilp_internal.h"
+
+/*
+ * The formulation. Slots k = 0..N-1 (N = GPUs), blocks (runs of ops between allowed cuts)
+ * grouped into runs r of len_r identical consecutive blocks (a transformer's layers), classes c
+ * (saved tensors with equal op kind, role, bytes and recompute time: interchangeable), GPUs g.
+ * Stages are slots; empty slots come first, so slot k's in-flight count n_k = min(N - k, M)
+ * (GPipe: M) and weight versions v_k (async: n_k, else 1) are constants.
+ *
+ * Per-block constants of run r: T_r fwd+bwd s, Tf_r fwd s, P_r/Gr_r/O_r weight/gradient/
+ * optimizer bytes, A_r saved bytes, W_r largest workspace, X_r output bytes of its last op,
+ * cnt_rc tensors of class c. Class constants: s_c bytes, r_c recompute s.
+ *
+ * Variables
+ *   w_kr in {0..len_r}  blocks of run r in slots 0..k (slots take prefixes); w_(N-1)r = len_r
+ *   f_kr in {0,1}  run r has begun by slot k (f_kr = w_kr when len_r = 1)
+ *   ct_kr in {0,1} slot k holds a block of run r (for the workspace maximum)
+ *   x_kg in {0,1}  slot k runs on GPU g (fixed to k = g on NVSwitch servers: all mappings
+ *                  are equivalent there)
+ *   h_k in {0,1}   slot k's optimizer states live on the host (when the host can take them)
+ *   R_kc, H_kc, D_kc in Z+  tensors of class c in slot k recomputed / host-swapped / D2D
+ *   e_kg >= 0      bytes per micro-batch slot k parks on GPU g
+ *   C_k, ws_k, ov_k, oh_k, ot_k >= 0, T >= 0 (cycle), TT >= 0 (optimizer tail)
+ *   bnd_kab >= 0   boundary bytes of slot k when k on a and k+1 on b (x products, linearised)
+ *   fl_kab >= 0    e_kb when slot k is on a (linearised product)
+ *   hp_g >= 0      host-swap bytes of the slot on g
+ * Expressions
+ *   y_kr = w_kr - w_(k-1)r         (blocks of run r in slot k)
+ *   O_k  = sum_r X_r (f_kr - f_k(r+1))   (output of slot k's last op; O_(N-1) = 0)
+ *   E_k  = sum_c s_c (R_kc + H_kc + D_kc),  Hb_k = sum_c s_c H_kc
+ *   Mem_k = sum_r (v_k P_r + Gr_r + n_k A_r) y_kr + ov_k - (n_k - 1) E_k
+ *           + ws_k + 2 (O_(k-1) + O_k)
+ * Constraints
+ *   f_kr <= w_kr <= len_r f_kr,  len_r f_k(r+1) <= w_kr,  w_kr <= w_(k+1)r,
+ *   w_(N-2)(last run) <= len - 1 (the last slot is used),  sum_r y_kr >= f_k0 (k >= 1)
+ *   sum_g x_kg = 1,  sum_k x_kg = 1;  symmetry cut (sym_cut) on direct fabrics
+ *   R_kc + H_kc + D_kc <= sum_r cnt_rc y_kr;   sum_c s_c D_kc = sum_g e_kg
+ *   e_kg <= BigD sum_{a: NVLink a-g} x_ka
+ *   C_k = sum_r T_r y_kr + sum_c r_c R_kc;   ws_k >= W_r ct_kr,  ct_kr >= y_kr / len_r
+ *   ov_k >= sum_r O_r y_kr - BigO h_k;   oh_k >= sum_r O_r y_kr - BigO (1 - h_k)
+ *   Mem_k + sum_j n_j e_jg <= cap_g (1 - margin) - reserve_g + BigM (1 - x_kg)   all k, g
+ *   sum_k n_k Hb_k + sum_k oh_k <= host memory
+ *   T >= C_k
+ *   bnd_kab >= O_k - BigX (2 - x_ka - x_(k+1)b);   fl_kab >= e_kb - BigD (1 - x_ka)
+ *   hp_g >= Hb_k - BigD (1 - x_kg)
+ *   direct fabric, NVLink pair a<b:  T bw_ab >= sum_k fl_kab + fl_kba + bnd_kab + bnd_kba
+ *   NVSwitch, GPU g:  T port_g >= sum_k,b (fl_kgb + fl_kbg + bnd_kgb + bnd_kbg)
+ *   PCIe of g:  T pcie >= pl_g := hp_g + sum_k,b without NVLink (bnd_kgb + bnd_kbg)
+ *   uplink w:   T up_w >= sum_{g behind w} pl_g
+ *   drain (one forward drains a micro-batch's host swaps), F_k = sum_r Tf_r y_kr (forward s):
+ *     Hb_k <= pcie F_k;   sum_{g' behind w} hp_g' <= up_w F_k + BigD (2 - x_kg - f_k0)
+ *     for every slot k and GPU g behind switch w (f_k0 = 1: slot k is used);
+ *     direct fabric: e_kg <= bw_ag F_k + BigD (1 - x_ka) for every NVLink pair (a, g);
+ *     NVSwitch: sum_g e_kg <= port_k F_k
+ *   slack_k = sum_(j<k) (sum_r (T_r - Tf_r) y_jr + sum_c r_c R_jc)   (drain order)
+ *   TT >= opt_k / hbm_g - slack_k - BigT (1 - x_kg) - BigT h_k,
+ *         opt_k = sum_r U_r y_kr   (U: optimizer-step traffic, mpress_optimizer_step_traffic)
+ *   ot_k >= opt_k - BigOT (1 - h_k)
+ *   ots_kq >= ot_k - BigOT (1 - sum_(g on socket q) x_kg)   (mapped, several sockets)
+ *   TT >= (sum_r (Gr_r + P_r) y_kr) / pcie + sum_(j<=k) ots_jq / host_bw_socket - slack_k
+ *         - BigH (1 - h_k) - BigH (1 - sum_(g on socket q) x_kg)   for every socket q
+ *         (fixed mapping or one socket: ot_j of the slots j on k's socket, no x term)
+ * Objective
+ *   min sum_k C_k + (M - 1) T + sum_k,a,b 2 bnd_kab / bw(a,b) + TT
+ */
+
+/* What every part of the formulation reads: the model, the instance, the server, and the
+ * constants the big-M rows are built from. */
+struct form {
+    struct model *m;
+    const struct inst *in;
+    const struct mpress_topology *topo;
+    enum mpress_schedule sched;
+    struct cols *c;
+    double sumOT, bigD, bigO, bigX, bigM, bigT, bigH;
+    double pcie, hsock; /* GB/s: a GPU's PCIe link; one socket's memory for host steps */
+    int NK, split_sockets;
+};
+
+void ilp_cols_free(struct cols *c)
+{
+    free(c->w), free(c->f), free(c->ct);
+    free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
+    free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
+    free(c->bnd), free(c->fl), free(c->ots);
+}
+
+/* x_kg: a column, or a constant (fixed mapping: slot k on GPU k). */
+static void add_x(struct model *m, const struct inst *in, const struct cols *c, int k, int g,
+                  double coef)
+{
+    if (in->mapped)
+        ilp_row_add(m, c->x[IX2(k, g, in->N)], coef);
+    else if (k == g)
+        m->r.constant += coef;
+}
+
+static int x_possible(const struct inst *in, int k, int g)
+{
+    return in->mapped || k == g;
+}
+
+/* w_kr: blocks of run r in slots 0..k; the last slot completes every run. */
+static void add_w(struct model *m, const struct inst *in, const struct cols *c, int k, int r,
+                  double coef)
+{
+    if (k < 0)
+        return;
+    if (k == in->N - 1)
+        m->r.constant += coef * in->run_len[r];
+    else
+        ilp_row_add(m, c->w[IX2(k, r, in->NR)], coef);
+}
+
+/* f_kr: run r has begun by slot k (= w_kr for a run of one block). */
+static void add_f(struct model *m, const struct inst *in, const struct cols *c, int k, int r,
+                  double coef)
+{
+    if (k < 0)
+        return;
+    if (k == in->N - 1)
+        m->r.constant += coef;
+    else if (in->run_len[r] == 1)
+        ilp_row_add(m, c->w[IX2(k, r, in->NR)], coef);
+    else
+        ilp_row_add(m, c->f[IX2(k, r, in->NR)], coef);
+}
+
+/* y_kr: blocks of run r in slot k. */
+static void add_y(struct model *m, const struct inst *in, const struct cols *c, int k, int r,
+                  double coef)
+{
+    add_w(m, in, c, k, r, coef);
+    add_w(m, in, c, k - 1, r, -coef);
+}
+
+/* O_k: output bytes of slot k's last op (0 for the last slot). Within a run the outputs are
+ * equal, so sum_b X_b (u_kb - u_k(b+1)) telescopes to X_r (f_kr - f_k(r+1)). */
+static void add_out(struct model *m, const struct inst *in, const struct cols *c, int k,
+                    double coef)
+{
+    if (k < 0 || k >= in->N - 1)
+        return;
+    for (int r = 0; r < in->NR; r++) {
+        double x = in->blk[in->run_first[r]].x;
+        add_f(m, in, c, k, r, coef * x);
+        if (r + 1 < in->NR)
+            add_f(m, in, c, k, r + 1, -coef * x);
+    }
+}
+
+/* -pl_g: host-swap bytes of the slot on g and boundary bytes that cross PCIe at g. */
+static void add_pcie_load(struct model *m, const struct inst *in, const struct cols *c,
+                          const struct mpress_topology *topo, int g)
+{
+    const int N = in->N, G = N;
+    ilp_row_add(m, c->hp[g], -1);
+    for (int k = 0; k + 1 < N; k++)
+        for (int q = 0; q < G; q++) {
+            if (q == g || plan_nvlink_bw(topo, g, q) > 0)
+                continue;
+            ilp_row_add(m, c->bnd[IX3(k, g, q, G)], -1);
+            ilp_row_add(m, c->bnd[IX3(k, q, g, G)], -1);
+        }
+}
+
+/* slack_k: backward and recompute seconds of slots 0..k-1, by which slot k's last backward of
+ * an iteration ends before slot 0's (the 1F1B / GPipe drain runs the stages in reverse). */
+static void add_slack(struct model *m, const struct inst *in, const struct cols *c, int k,
+                      double coef)
+{
+    for (int j = 0; j < k; j++) {
+        for (int r = 0; r < in->NR; r++)
+            add_y(m, in, c, j, r, coef * (RB(r).t - RB(r).tf));
+        for (int cl = 0; cl < in->C; cl++)
+            ilp_row_add(m, c->R[IX2(j, cl, in->C)], coef * in->cls[cl].r);
+    }
+}
+
+/* Sums over the blocks and the big-M constants of the rows below. */
+static void form_consts(struct form *f)
+{
+    const struct inst *in = f->in;
+    const struct mpress_topology *topo = f->topo;
+    const int B = in->B, M = in->M, G = in->N;
+    double sumA = 0, sumO = 0, sumX = 0, sumOT = 0, sumGP = 0, sumPG = 0;
+    for (int b = 0; b < B; b++) {
+        sumA += in->blk[b].a;
+        sumO += in->blk[b].o;
+        sumOT += in->blk[b].opt_touch;
+        sumGP += in->blk[b].gp;
+        sumPG += in->blk[b].p + in->blk[b].g;
+        if (in->blk[b].x > sumX)
+            sumX = in->blk[b].x;
+    }
+    double maxW = 0;
+    for (int b = 0; b < B; b++)
+        maxW = fmax(maxW, in->blk[b].w);
+    f->bigD = sumA, f->bigO = sumO, f->bigX = sumX;
+    /* Largest Mem_k + parked: every state with all versions, all activations of M micro-batches
+     * for the stage and as parked bytes, workspace and four buffers. */
+    f->bigM = (M + 1) * sumPG + sumO + 2.0 * M * sumA + maxW + 4 * sumX + 1;
+    double min_hbm = 1e300;
+    for (int g = 0; g < G; g++)
+        if (topo->gpus[g].hbm_bytes_per_s > 0)
+            min_hbm = fmin(min_hbm, topo->gpus[g].hbm_bytes_per_s / GB);
+    f->bigT = min_hbm < 1e300 ? sumOT / min_hbm + 1 : 1;
+    f->pcie = topo->pcie_bytes_per_s / GB;
+    f->hsock = topo->host_memory_bytes_per_s / GB; /* per socket */
+    f->NK = topo->n_sockets > 0 ? topo->n_sockets : 1;
+    /* Which socket a slot's host step runs on is decided with the mapping. */
+    f->split_sockets = in->host_opt && in->mapped && f->NK > 1;
+    f->bigH = sumGP / f->pcie + sumOT / (f->hsock > 0 ? f->hsock : 1) + 1;
+    f->sumOT = sumOT;
+}
+
+static int cols_alloc(struct cols *c, const struct inst *in, int NK)
+{
+    const int N = in->N, C = in->C, G = N, NR = in->NR;
+    c->w = calloc((size_t)(N * NR), sizeof(int));
+    c->f = calloc((size_t)(N * NR), sizeof(int));
+    c->ct = calloc((size_t)(N * NR), sizeof(int));
+    c->x = calloc((size_t)(N * G), sizeof(int));
+    c->h = calloc((size_t)N, sizeof(int));
+    c->R = calloc((size_t)(N * (C + 1)), sizeof(int));
+    c->H = calloc((size_t)(N * (C + 1)), sizeof(int));
+    c->D = calloc((size_t)(N * (C + 1)), sizeof(int));
+    c->e = calloc((size_t)(N * G), sizeof(int));
+    c->C = calloc((size_t)N, sizeof(int));
+    c->ws = calloc((size_t)N, sizeof(int));
+    c->ov = calloc((size_t)N, sizeof(int));
+    c->oh = calloc((size_t)N, sizeof(int));
+    c->ot = calloc((size_t)N, sizeof(int));
+    c->ots = calloc((size_t)(N * NK), sizeof(int));
+    c->hp = calloc((size_t)G, sizeof(int));
+    c->bnd = calloc((size_t)(N * G * G), sizeof(int));
+    c->fl = calloc((size_t)(N * G * G), sizeof(int));
+    if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e ||
+        !c->C || !c->ws ||
+        !c->ov || !c->oh || !c->ot || !c->ots || !c->hp || !c->bnd || !c->fl)
+        return -1;
+    return 0;
+}
+
+/* Columns, in the order the LP dump lists them. */
+static void form_columns(struct form *f)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    const struct mpress_topology *topo = f->topo;
+    struct cols *c = f->c;
+    const int N = in->N, NR = in->NR, C = in->C, M = in->M, G = N;
+    char nm[64];
+    const int NK = f->NK, split_sockets = f->split_sockets;
+    for (int k = 0; k + 1 < N; k++)
+        for (int r = 0; r < NR; r++) {
+            int len = in->run_len[r];
+            ilp_name(nm, "w_%d_%d", k, r, 0);
+            c->w[IX2(k, r, NR)] = ilp_col_new(m, nm, len == 1 ? GLP_BV : GLP_IV, 0, len, 0);
+            if (len > 1) {
+                ilp_name(nm, "f_%d_%d", k, r, 0);
+                c->f[IX2(k, r, NR)] = ilp_col_new(m, nm, GLP_BV, 0, 1, 0);
+            }
+        }
+    for (int k = 0; k < N; k++)
+        for (int r = 0; r < NR; r++)
+            if (in->run_len[r] > 1 && RB(r).w > 0) {
+                ilp_name(nm, "ct_%d_%d", k, r, 0);
+                c->ct[IX2(k, r, NR)] = ilp_col_new(m, nm, GLP_BV, 0, 1, 0);
+            }
+    if (in->mapped)
+        for (int k = 0; k < N; k++)
+            for (int g = 0; g < G; g++) {
+                ilp_name(nm, "x_%d_%d", k, g, 0);
+                c->x[IX2(k, g, G)] = ilp_col_new(m, nm, GLP_BV, 0, 1, 0);
+            }
+    for (int k = 0; k < N; k++) {
+        ilp_name(nm, "C_%d", k, 0, 0);
+        c->C[k] = ilp_col_new(m, nm, GLP_CV, 0, -1, 1.0);
+        ilp_name(nm, "ws_%d", k, 0, 0);
+        c->ws[k] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
+        ilp_name(nm, "ov_%d", k, 0, 0);
+        c->ov[k] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
+        if (in->host_opt) {
+            ilp_name(nm, "h_%d", k, 0, 0);
+            c->h[k] = ilp_col_new(m, nm, GLP_BV, 0, 1, 0);
+            ilp_name(nm, "oh_%d", k, 0, 0);
+            c->oh[k] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
+            ilp_name(nm, "ot_%d", k, 0, 0);
+            c->ot[k] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
+            for (int q = 0; split_sockets && q < NK; q++) {
+                ilp_name(nm, "ots_%d_%d", k, q, 0);
+                c->ots[IX2(k, q, NK)] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
+            }
+        }
+        for (int cl = 0; cl < C; cl++) {
+            ilp_name(nm, "R_%d_%d", k, cl, 0);
+            c->R[IX2(k, cl, C)] = ilp_col_new(m, nm, GLP_IV, 0, -1, 0);
+            ilp_name(nm, "H_%d_%d", k, cl, 0);
+            c->H[IX2(k, cl, C)] = ilp_col_new(m, nm, GLP_IV, 0, -1, 0);
+            if (in->d2d) {
+                ilp_name(nm, "D_%d_%d", k, cl, 0);
+                c->D[IX2(k, cl, C)] = ilp_col_new(m, nm, GLP_IV, 0, -1, 0);
+            }
+        }
+        if (in->d2d)
+            for (int g = 0; g < G; g++) {
+                int reach = 0;
+                for (int a = 0; a < G; a++)
+                    if (x_possible(in, k, a) && plan_nvlink_bw(topo, a, g) > 0)
+                        reach = 1;
+                if (!reach)
+                    continue;
+                ilp_name(nm, "e_%d_%d", k, g, 0);
+                c->e[IX2(k, g, G)] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
+            }
+    }
+    c->T = ilp_col_new(m, "T", GLP_CV, 0, -1, (double)(M - 1));
+    c->TT = ilp_col_new(m, "TT", GLP_CV, 0, -1, 1.0);
+    for (int g = 0; g < G; g++) {
+        ilp_name(nm, "hp_%d", g, 0, 0);
+        c->hp[g] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
+    }
+    for (int k = 0; k + 1 < N; k++)
+        for (int a = 0; a < G; a++)
+            for (int b = 0; b < G; b++) {
+                if (a == b || !x_possible(in, k, a) || !x_possible(in, k + 1, b))
+                    continue;
+                ilp_name(nm, "bnd_%d_%d_%d", k, a, b);
+                c->bnd[IX3(k, a, b, G)] =
+                    ilp_col_new(m, nm, GLP_CV, 0, -1, 2.0 / (plan_boundary_bw(topo, a, b) / GB));
+            }
+    for (int k = 0; k < N; k++)
+        for (int a = 0; a < G; a++)
+            for (int b = 0; b < G; b++) {
+                if (!x_possible(in, k, a) || !c->e[IX2(k, b, G)] ||
+                    plan_nvlink_bw(topo, a, b) <= 0)
+                    continue;
+                ilp_name(nm, "fl_%d_%d_%d", k, a, b);
+                c->fl[IX3(k, a, b, G)] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
+            }
+}
+
+/* Partition: slots take prefixes of the block sequence, run by run; the mapping is a
+ * permutation. */
+static void form_partition(struct form *f)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    struct cols *c = f->c;
+    const int N = in->N, NR = in->NR, G = N;
+    char nm[64];
+    for (int k = 0; k + 1 < N; k++)
+        for (int r = 0; r < NR; r++) {
+            int len = in->run_len[r];
+            if (len > 1) { /* f <= w <= len f */
+                ilp_row_begin(m);
+                add_f(m, in, c, k, r, 1);
+                add_w(m, in, c, k, r, -1);
+                ilp_name(nm, "begun_lo_%d_%d", k, r, 0);
+                ilp_row_end(m, nm, GLP_UP, 0);
+                ilp_row_begin(m);
+                add_w(m, in, c, k, r, 1);
+                add_f(m, in, c, k, r, -len);
+                ilp_name(nm, "begun_hi_%d_%d", k, r, 0);
+                ilp_row_end(m, nm, GLP_UP, 0);
+            }
+            if (r + 1 < NR) { /* run r+1 begins only after run r is complete */
+                ilp_row_begin(m);
+                add_f(m, in, c, k, r + 1, len);
+                add_w(m, in, c, k, r, -1);
+                ilp_name(nm, "stair_r_%d_%d", k, r, 0);
+                ilp_row_end(m, nm, GLP_UP, 0);
+            }
+            if (k + 2 < N) {
+                ilp_row_begin(m);
+                add_w(m, in, c, k, r, 1);
+                add_w(m, in, c, k + 1, r, -1);
+                ilp_name(nm, "stair_k_%d_%d", k, r, 0);
+                ilp_row_end(m, nm, GLP_UP, 0);
+            }
+        }
+    if (N >= 2) { /* the last slot is never empty: it holds the last block */
+        int r = NR - 1;
+        glp_set_col_bnds(m->lp, c->w[IX2(N - 2, r, NR)], in->run_len[r] == 1 ? GLP_FX : GLP_DB,
+                         0, in->run_len[r] - 1);
+    }
+    for (int k = 1; k < N; k++) { /* empty slots only before the first used one */
+        ilp_row_begin(m);
+        for (int r = 0; r < NR; r++)
+            add_y(m, in, c, k, r, 1);
+        add_f(m, in, c, k, 0, -1);
+        ilp_name(nm, "nonempty_%d", k, 0, 0);
+        ilp_row_end(m, nm, GLP_LO, 0);
+    }
+    /* Mapping: a permutation. */
+    if (in->mapped) {
+        for (int k = 0; k < N; k++) {
+            ilp_row_begin(m);
+            for (int g = 0; g < G; g++)
+                add_x(m, in, c, k, g, 1);
+            ilp_name(nm, "map_slot_%d", k, 0, 0);
+            ilp_row_end(m, nm, GLP_FX, 1);
+        }
+        for (int g = 0; g < G; g++) {
+            ilp_row_begin(m);
+            for (int k = 0; k < N; k++)
+                add_x(m, in, c, k, g, 1);
+            ilp_name(nm, "map_gpu_%d", g, 0, 0);
+            ilp_row_end(m, nm, GLP_FX, 1);
+        }
+    }
+}
+
+/* Slot k: action counts, the D2D split and its reach, compute time and workspace. */
+static void form_slot_actions(struct form *f, int k)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    const struct mpress_topology *topo = f->topo;
+    struct cols *c = f->c;
+    const int N = in->N, NR = in->NR, C = in->C, G = N;
+    char nm[64];
+    const double bigD = f->bigD;
+    for (int cl = 0; cl < C; cl++) {
+        ilp_row_begin(m);
+        ilp_row_add(m, c->R[IX2(k, cl, C)], 1);
+        ilp_row_add(m, c->H[IX2(k, cl, C)], 1);
+        if (in->d2d)
+            ilp_row_add(m, c->D[IX2(k, cl, C)], 1);
+        for (int b = 0; b < NR; b++)
+            if (in->cnt[in->run_first[b] * C + cl])
+                add_y(m, in, c, k, b, -(double)in->cnt[in->run_first[b] * C + cl]);
+        ilp_name(nm, "count_%d_%d", k, cl, 0);
+        ilp_row_end(m, nm, GLP_UP, 0);
+    }
+    if (in->d2d) {
+        ilp_row_begin(m);
+        for (int cl = 0; cl < C; cl++)
+            ilp_row_add(m, c->D[IX2(k, cl, C)], in->cls[cl].s);
+        for (int g = 0; g < G; g++)
+            ilp_row_add(m, c->e[IX2(k, g, G)], -1);
+        ilp_name(nm, "d2d_split_%d", k, 0, 0);
+        ilp_row_end(m, nm, GLP_FX, 0);
+        if (in->mapped)
+            for (int g = 0; g < G; g++) {
+                if (!c->e[IX2(k, g, G)])
+                    continue;
+                ilp_row_begin(m);
+                ilp_row_add(m, c->e[IX2(k, g, G)], 1);
+                for (int a = 0; a < G; a++)
+                    if (plan_nvlink_bw(topo, a, g) > 0)
+                        add_x(m, in, c, k, a, -bigD);
+                ilp_name(nm, "reach_%d_%d", k, g, 0);
+                ilp_row_end(m, nm, GLP_UP, 0);
+            }
+    }
+    /* Compute time. */
+    ilp_row_begin(m);
+    ilp_row_add(m, c->C[k], 1);
+    for (int b = 0; b < NR; b++)
+        add_y(m, in, c, k, b, -RB(b).t);
+    for (int cl = 0; cl < C; cl++)
+        ilp_row_add(m, c->R[IX2(k, cl, C)], -in->cls[cl].r);
+    ilp_name(nm, "compute_%d", k, 0, 0);
+    ilp_row_end(m, nm, GLP_FX, 0);
+    /* Workspace: the largest of the runs present in the slot. */
+    for (int b = 0; b < NR; b++) {
+        if (RB(b).w <= 0)
+            continue;
+        ilp_row_begin(m);
+        ilp_row_add(m, c->ws[k], 1);
+        if (in->run_len[b] == 1) {
+            add_y(m, in, c, k, b, -RB(b).w);
+            ilp_name(nm, "ws_%d_%d", k, b, 0);
+        } else {
+            ilp_row_add(m, c->ct[IX2(k, b, NR)], -RB(b).w);
+            ilp_name(nm, "ws_%d_%d", k, b, 0);
+            ilp_row_end(m, nm, GLP_LO, 0);
+            ilp_row_begin(m); /* ct_kr >= y_kr / len */
+            ilp_row_add(m, c->ct[IX2(k, b, NR)], 1);
+            add_y(m, in, c, k, b, -1.0 / in->run_len[b]);
+            ilp_name(nm, "ct_%d_%d", k, b, 0);
+        }
+        ilp_row_end(m, nm, GLP_LO, 0);
+    }
+}
+
+/* Slot k: optimizer bytes on the GPU or the host, and the GPU optimizer step in the tail. */
+static void form_slot_optimizer(struct form *f, int k)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    const struct mpress_topology *topo = f->topo;
+    struct cols *c = f->c;
+    const int N = in->N, NR = in->NR, G = N;
+    char nm[64];
+    const double sumOT = f->sumOT, bigO = f->bigO, bigT = f->bigT;
+    const int NK = f->NK, split_sockets = f->split_sockets;
+    /* Optimizer bytes on GPU / host. */
+    ilp_row_begin(m);
+    ilp_row_add(m, c->ov[k], 1);
+    for (int b = 0; b < NR; b++)
+        add_y(m, in, c, k, b, -RB(b).o);
+    if (in->host_opt)
+        ilp_row_add(m, c->h[k], bigO);
+    ilp_name(nm, "opt_gpu_%d", k, 0, 0);
+    ilp_row_end(m, nm, GLP_LO, 0);
+    if (in->host_opt) {
+        ilp_row_begin(m);
+        ilp_row_add(m, c->oh[k], 1);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, -RB(b).o);
+        ilp_row_add(m, c->h[k], -bigO);
+        ilp_name(nm, "opt_host_%d", k, 0, 0);
+        ilp_row_end(m, nm, GLP_LO, -bigO);
+        ilp_row_begin(m);
+        ilp_row_add(m, c->ot[k], 1);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, -RB(b).opt_touch);
+        ilp_row_add(m, c->h[k], -sumOT);
+        ilp_name(nm, "opt_touch_%d", k, 0, 0);
+        ilp_row_end(m, nm, GLP_LO, -sumOT);
+        /* ots_kq: ot_k when slot k's GPU sits on socket q (mapped, several sockets). */
+        for (int q = 0; split_sockets && q < NK; q++) {
+            ilp_row_begin(m);
+            ilp_row_add(m, c->ots[IX2(k, q, NK)], 1);
+            ilp_row_add(m, c->ot[k], -1);
+            for (int g = 0; g < G; g++)
+                if (plan_socket(topo, g) == q)
+                    add_x(m, in, c, k, g, -sumOT);
+            ilp_name(nm, "opt_socket_%d_%d", k, q, 0);
+            ilp_row_end(m, nm, GLP_LO, -sumOT);
+        }
+    }
+    /* GPU optimizer step in the tail. */
+    for (int g = 0; g < G; g++) {
+        if (!x_possible(in, k, g) || topo->gpus[g].hbm_bytes_per_s <= 0)
+            continue;
+        double hbm = topo->gpus[g].hbm_bytes_per_s / GB;
+        ilp_row_begin(m);
+        ilp_row_add(m, c->TT, 1);
+        add_slack(m, in, c, k, 1);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, -RB(b).opt_touch / hbm);
+        add_x(m, in, c, k, g, -bigT);
+        if (in->host_opt)
+            ilp_row_add(m, c->h[k], bigT);
+        ilp_name(nm, "tail_gpu_%d_%d", k, g, 0);
+        ilp_row_end(m, nm, GLP_LO, -bigT);
+    }
+}
+
+/* Slot k: memory on each GPU it may use, with what others park there; cycle >= compute. */
+static void form_slot_memory(struct form *f, int k)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    const struct mpress_topology *topo = f->topo;
+    struct cols *c = f->c;
+    const int N = in->N, NR = in->NR, C = in->C, M = in->M, G = N;
+    char nm[64];
+    const double bigM = f->bigM;
+    const int n_k = plan_in_flight(f->sched, N, k, M);
+    const int v_k = plan_weight_versions(f->sched, N, k, M);
+    /* Memory of slot k on each GPU it may use, with what others park there. */
+    for (int g = 0; g < G; g++) {
+        if (!x_possible(in, k, g))
+            continue;
+        ilp_row_begin(m);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, v_k * RB(b).p + RB(b).g + n_k * RB(b).a);
+        ilp_row_add(m, c->ov[k], 1);
+        for (int cl = 0; cl < C; cl++) {
+            double coef = -(double)(n_k - 1) * in->cls[cl].s;
+            ilp_row_add(m, c->R[IX2(k, cl, C)], coef);
+            ilp_row_add(m, c->H[IX2(k, cl, C)], coef);
+            if (in->d2d)
+                ilp_row_add(m, c->D[IX2(k, cl, C)], coef);
+        }
+        ilp_row_add(m, c->ws[k], 1);
+        add_out(m, in, c, k - 1, 2);
+        add_out(m, in, c, k, 2);
+        for (int j = 0; j < N; j++)
+            if (c->e[IX2(j, g, G)])
+                ilp_row_add(m, c->e[IX2(j, g, G)], plan_in_flight(f->sched, N, j, M));
+        double cap = ((double)topo->gpus[g].memory_bytes * (1 - PLAN_MEM_MARGIN) -
+                      (double)topo->gpus[g].reserve_bytes) / GB;
+        add_x(m, in, c, k, g, bigM);
+        ilp_name(nm, "mem_%d_%d", k, g, 0);
+        ilp_row_end(m, nm, GLP_UP, cap + bigM);
+    }
+    /* Cycle >= compute. */
+    ilp_row_begin(m);
+    ilp_row_add(m, c->T, 1);
+    ilp_row_add(m, c->C[k], -1);
+    ilp_name(nm, "cycle_compute_%d", k, 0, 0);
+    ilp_row_end(m, nm, GLP_LO, 0);
+}
+
+static void form_host(struct form *f)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    const struct mpress_topology *topo = f->topo;
+    struct cols *c = f->c;
+    const int N = in->N, NR = in->NR, C = in->C, M = in->M, G = N;
+    char nm[64];
+    const double bigH = f->bigH, pcie = f->pcie, hsock = f->hsock;
+    const int NK = f->NK, split_sockets = f->split_sockets;
+    /* Host optimizer tail: slot k's transfers, then every host step of slots 0..k (they start
+     * no earlier) on the same socket, at that socket's memory bandwidth, less k's slack. */
+    for (int k = 0; in->host_opt && k < N; k++)
+        for (int q = 0; q < NK; q++) {
+            if (!split_sockets && NK > 1 && plan_socket(topo, k) != q)
+                continue; /* fixed mapping: slot k is on GPU k */
+            ilp_row_begin(m);
+            ilp_row_add(m, c->TT, 1);
+            add_slack(m, in, c, k, 1);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -RB(b).gp / pcie);
+            for (int j = 0; j <= k; j++) {
+                if (split_sockets)
+                    ilp_row_add(m, c->ots[IX2(j, q, NK)], -1.0 / hsock);
+                else if (NK == 1 || plan_socket(topo, j) == q)
+                    ilp_row_add(m, c->ot[j], -1.0 / hsock);
+            }
+            ilp_row_add(m, c->h[k], -bigH);
+            double lo = -bigH;
+            if (split_sockets) {
+                for (int g = 0; g < G; g++)
+                    if (plan_socket(topo, g) == q)
+                        add_x(m, in, c, k, g, -bigH);
+                lo -= bigH;
+            }
+            ilp_name(nm, "tail_host_%d_%d", k, q, 0);
+            ilp_row_end(m, nm, GLP_LO, lo);
+        }
+    /* Host memory. */
+    if (topo->host_memory_bytes > 0) {
+        ilp_row_begin(m);
+        for (int k = 0; k < N; k++) {
+            int n_k = plan_in_flight(f->sched, N, k, M);
+            for (int cl = 0; cl < C; cl++)
+                ilp_row_add(m, c->H[IX2(k, cl, C)], n_k * in->cls[cl].s);
+            if (in->host_opt)
+                ilp_row_add(m, c->oh[k], 1);
+        }
+        ilp_row_end(m, "host_memory", GLP_UP, (double)topo->host_memory_bytes / GB);
+    }
+}
+
+/* Linearised products: boundary bytes per GPU pair, D2D flows, host-swap bytes per GPU. */
+static void form_products(struct form *f)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    struct cols *c = f->c;
+    const int N = in->N, C = in->C, G = N;
+    char nm[64];
+    const double bigD = f->bigD, bigX = f->bigX;
+    for (int k = 0; k + 1 < N; k++)
+        for (int a = 0; a < G; a++)
+            for (int b = 0; b < G; b++) {
+                int col = c->bnd[IX3(k, a, b, G)];
+                if (!col)
+                    continue;
+                ilp_row_begin(m);
+                ilp_row_add(m, col, 1);
+                add_out(m, in, c, k, -1);
+                add_x(m, in, c, k, a, -bigX);
+                add_x(m, in, c, k + 1, b, -bigX);
+                ilp_name(nm, "bnd_%d_%d_%d", k, a, b);
+                ilp_row_end(m, nm, GLP_LO, -2 * bigX);
+            }
+    for (int k = 0; k < N; k++)
+        for (int a = 0; a < G; a++)
+            for (int b = 0; b < G; b++) {
+                int col = c->fl[IX3(k, a, b, G)];
+                if (!col)
+                    continue;
+                ilp_row_begin(m);
+                ilp_row_add(m, col, 1);
+                ilp_row_add(m, c->e[IX2(k, b, G)], -1);
+                add_x(m, in, c, k, a, -bigD);
+                ilp_name(nm, "fl_%d_%d_%d", k, a, b);
+                ilp_row_end(m, nm, GLP_LO, -bigD);
+            }
+    for (int k = 0; k < N; k++)
+        for (int g = 0; g < G; g++) {
+            if (!x_possible(in, k, g))
+                continue;
+            ilp_row_begin(m);
+            ilp_row_add(m, c->hp[g], 1);
+            for (int cl = 0; cl < C; cl++)
+                ilp_row_add(m, c->H[IX2(k, cl, C)], -in->cls[cl].s);
+            add_x(m, in, c, k, g, -bigD);
+            ilp_name(nm, "hp_%d_%d", k, g, 0);
+            ilp_row_end(m, nm, GLP_LO, -bigD);
+        }
+}
+
+static void form_links(struct form *f)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    const struct mpress_topology *topo = f->topo;
+    struct cols *c = f->c;
+    const int N = in->N, G = N;
+    char nm[64];
+    const double pcie = f->pcie;
+    /* Links. */
+    if (topo->fabric == MPRESS_FABRIC_NVSWITCH) {
+        for (int g = 0; g < G; g++) {
+            double bw = plan_port_bw(topo, g) / GB;
+            if (bw <= 0)
+                continue;
+            ilp_row_begin(m);
+            ilp_row_add(m, c->T, bw);
+            for (int k = 0; k < N; k++)
+                for (int q = 0; q < G; q++) {
+                    ilp_row_add(m, c->fl[IX3(k, g, q, G)], -1);
+                    ilp_row_add(m, c->fl[IX3(k, q, g, G)], -1);
+                    if (k + 1 < N) {
+                        ilp_row_add(m, c->bnd[IX3(k, g, q, G)], -1);
+                        ilp_row_add(m, c->bnd[IX3(k, q, g, G)], -1);
+                    }
+                }
+            ilp_name(nm, "port_%d", g, 0, 0);
+            ilp_row_end(m, nm, GLP_LO, 0);
+        }
+    } else {
+        for (int a = 0; a < G; a++)
+            for (int b = a + 1; b < G; b++) {
+                double bw = plan_nvlink_bw(topo, a, b) / GB;
+                if (bw <= 0)
+                    continue;
+                ilp_row_begin(m);
+                ilp_row_add(m, c->T, bw);
+                for (int k = 0; k < N; k++) {
+                    ilp_row_add(m, c->fl[IX3(k, a, b, G)], -1);
+                    ilp_row_add(m, c->fl[IX3(k, b, a, G)], -1);
+                    if (k + 1 < N) {
+                        ilp_row_add(m, c->bnd[IX3(k, a, b, G)], -1);
+                        ilp_row_add(m, c->bnd[IX3(k, b, a, G)], -1);
+                    }
+                }
+                ilp_name(nm, "nvlink_%d_%d", a, b, 0);
+                ilp_row_end(m, nm, GLP_LO, 0);
+            }
+    }
+    /* PCIe per GPU and per switch uplink. */
+    for (int g = 0; g < G; g++) {
+        ilp_row_begin(m);
+        add_pcie_load(m, in, c, topo, g);
+        ilp_row_add(m, c->T, pcie);
+        ilp_name(nm, "pcie_%d", g, 0, 0);
+        ilp_row_end(m, nm, GLP_LO, 0);
+    }
+    for (int w = 0; w < topo->n_switches; w++) {
+        double up = topo->switches[w].uplink_bytes_per_s / GB;
+        if (up <= 0)
+            continue;
+        ilp_row_begin(m);
+        for (int g = 0; g < G; g++)
+            if (topo->gpus[g].pcie_switch == w)
+                add_pcie_load(m, in, c, topo, g);
+        ilp_row_add(m, c->T, up);
+        ilp_name(nm, "uplink_%d", w, 0, 0);
+        ilp_row_end(m, nm, GLP_LO, 0);
+    }
+}
+
+static void form_drain(struct form *f)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    const struct mpress_topology *topo = f->topo;
+    struct cols *c = f->c;
+    const int N = in->N, NR = in->NR, C = in->C, G = N;
+    char nm[64];
+    const double bigD = f->bigD, pcie = f->pcie;
+    /* Drain: a micro-batch's host swaps and D2D evictions leave within one forward of their
+     * stage. */
+    for (int k = 0; k < N; k++) {
+        if (in->d2d && topo->fabric == MPRESS_FABRIC_NVSWITCH) {
+            ilp_row_begin(m);
+            for (int g = 0; g < G; g++)
+                if (c->e[IX2(k, g, G)])
+                    ilp_row_add(m, c->e[IX2(k, g, G)], 1);
+            double bw = plan_port_bw(topo, k) / GB * PLAN_DRAIN_SHARE;
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -bw * RB(b).tf);
+            ilp_name(nm, "drain_port_%d", k, 0, 0);
+            ilp_row_end(m, nm, GLP_UP, 0);
+        } else if (in->d2d) {
+            for (int g = 0; g < G; g++)
+                for (int a = 0; a < G; a++) {
+                    double bw = plan_nvlink_bw(topo, a, g) / GB * PLAN_DRAIN_SHARE;
+                    if (!c->e[IX2(k, g, G)] || !x_possible(in, k, a) || bw <= 0)
+                        continue;
+                    ilp_row_begin(m);
+                    ilp_row_add(m, c->e[IX2(k, g, G)], 1);
+                    for (int b = 0; b < NR; b++)
+                        add_y(m, in, c, k, b, -bw * RB(b).tf);
+                    add_x(m, in, c, k, a, bigD);
+                    ilp_name(nm, "drain_nvl_%d_%d_%d", k, a, g);
+                    ilp_row_end(m, nm, GLP_UP, bigD);
+                }
+        }
+        ilp_row_begin(m);
+        for (int cl = 0; cl < C; cl++)
+            ilp_row_add(m, c->H[IX2(k, cl, C)], in->cls[cl].s);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, -pcie * PLAN_DRAIN_SHARE * RB(b).tf);
+        ilp_name(nm, "drain_pcie_%d", k, 0, 0);
+        ilp_row_end(m, nm, GLP_UP, 0);
+        for (int g = 0; g < G; g++) {
+            int w = topo->gpus[g].pcie_switch;
+            if (!x_possible(in, k, g) || w < 0 || w >= topo->n_switches ||
+                topo->switches[w].uplink_bytes_per_s <= 0)
+                continue;
+            double up = topo->switches[w].uplink_bytes_per_s / GB;
+            ilp_row_begin(m);
+            for (int q = 0; q < G; q++)
+                if (topo->gpus[q].pcie_switch == w)
+                    ilp_row_add(m, c->hp[q], 1);
+            for (int b = 0; b < NR; b++)
+                add_y(m, in, c, k, b, -up * PLAN_DRAIN_SHARE * RB(b).tf);
+            add_x(m, in, c, k, g, bigD);
+            add_f(m, in, c, k, 0, bigD);
+            ilp_name(nm, "drain_up_%d_%d", k, g, 0);
+            ilp_row_end(m, nm, GLP_UP, 2 * bigD);
+        }
+    }
+}
+
+int ilp_build(struct model *m, const struct inst *in, const struct mpress_topology *topo,
+              enum mpress_schedule sched, struct cols *c)
+{
+    struct form f = {.m = m, .in = in, .topo = topo, .sched = sched, .c = c};
+    form_consts(&f);
+    if (cols_alloc(c, in, f.NK))
+        return -1;
+    form_columns(&f);
+    form_partition(&f);
+    for (int k = 0; k < in->N; k++) {
+        form_slot_actions(&f, k);
+        form_slot_optimizer(&f, k);
+        form_slot_memory(&f, k);
+    }
+    form_host(&f);
+    form_products(&f);
+    form_links(&f);
+    form_drain(&f);
+    return m->fail ? -1 : 0;
+}

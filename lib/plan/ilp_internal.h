@@ -1,0 +1,141 @@
+/* What the files of the planner's MILP share (lib/plan/ilp_*.c): the LP builder (ilp_lp.c),
+ * the instance the MILP sees (ilp_instance.c), the formulation (ilp_form.c, which states it as
+ * mathematics), the symmetry cut (ilp_sym.c), the warm start (ilp_warm.c) and the solve with
+ * the mapping of its solution back to a plan (ilp_solve.c). Private to lib/plan. */
+#ifndef MPRESS_PLAN_ILP_INTERNAL_H
+#define MPRESS_PLAN_ILP_INTERNAL_H
+
+#include <glpk.h>
+
+#include "plan_internal.h"
+
+/* Units inside the MILP: bytes in GB (1e9) and seconds, so that coefficients of a row such as
+ * "cycle x bandwidth >= bytes" stay within a few orders of magnitude of each other. */
+#define GB 1e9
+
+/* ---- LP builder (ilp_lp.c) ------------------------------------------------------------ */
+
+struct row {
+    int n, cap;
+    int *ind;     /* 1-based for GLPK: ind[1..n] */
+    double *val;
+    double constant;
+    int *pos;     /* column -> position in this row, 0 when absent */
+};
+
+/* A GLPK problem built one row at a time; fail is set when memory runs out and every later
+ * call is then a no-op. */
+struct model {
+    glp_prob *lp;
+    int ncols;
+    struct row r;
+    int *pos;
+    int pos_cap;
+    int fail;
+};
+
+/* A new column; kind GLP_BV ignores the bounds, ub < 0 means no upper bound. */
+int ilp_col_new(struct model *m, const char *name, int kind, double lb, double ub, double obj);
+void ilp_row_begin(struct model *m);
+/* Adds coef x col to the open row (merging repeats); col <= 0 is ignored. */
+void ilp_row_add(struct model *m, int col, double coef);
+/* Adds the row  sum + constant  (type)  bound;  GLP_LO: >= lo, GLP_UP: <= up, GLP_FX: = lo. */
+void ilp_row_end(struct model *m, const char *name, int type, double bound);
+/* Formats a row or column name (up to 64 bytes) from up to three indices. */
+void ilp_name(char *buf, const char *fmt, int a, int b, int d);
+/* Frees the builder's buffers (not the GLPK problem). */
+void ilp_model_finish(struct model *m);
+
+/* ---- instance (ilp_instance.c) -------------------------------------------------------- */
+
+struct block {
+    int first, last;
+    double t, tf, opt_touch; /* fwd + bwd s, fwd s */
+    double p, g, o, a, w, x; /* GB */
+    double gp;               /* gradient + weight GB (host optimizer transfer) */
+};
+
+struct tclass {
+    int op, tensor;          /* a representative */
+    double s, r;             /* GB, seconds */
+};
+
+struct inst {
+    int N, B, C, M;
+    struct block *blk;
+    int NR;                  /* runs of identical consecutive blocks */
+    int *run_first, *run_len;
+    struct tclass *cls;
+    int *cnt;                /* cnt[b * C + c] */
+    int *tcls;               /* class of each saved tensor (flat) */
+    int mapped;              /* x decided by the MILP */
+    int host_opt, d2d;
+};
+
+int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology *topo,
+                   const struct mpress_plan_options *o, struct inst *in,
+                   struct mpress_error *err);
+void ilp_inst_free(struct inst *in);
+
+/* The first block of run r. */
+#define RB(r) (in->blk[in->run_first[(r)]])
+
+/* ---- formulation (ilp_form.c) --------------------------------------------------------- */
+
+/* Column indices of the model, 0 where a variable does not exist. */
+struct cols {
+    int *w, *f, *ct; /* [k][run]: blocks of the run in slots <= k, run begun, run in slot k */
+    int *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
+    int *bnd, *fl; /* [k][a][b] */
+    int *ots;      /* [k][socket] */
+    int T, TT;
+};
+
+#define IX2(k, i, n) ((k) * (n) + (i))
+#define IX3(k, a, b, n) (((k) * (n) + (a)) * (n) + (b))
+
+/* Adds the columns and rows of the MILP for in to m; -1 when memory runs out. */
+int ilp_build(struct model *m, const struct inst *in, const struct mpress_topology *topo,
+              enum mpress_schedule sched, struct cols *c);
+void ilp_cols_free(struct cols *c);
+
+/* ---- symmetry (ilp_sym.c) ------------------------------------------------------------- */
+
+/* Automorphisms of a direct-fabric server (ilp_sym.c explains which). */
+struct sym {
+    int n;
+    int (*perm)[MPRESS_MAX_GPUS];
+};
+
+void ilp_sym_find(const struct mpress_topology *t, struct sym *s);
+/* Adds the exact symmetry cut on the last two slots' GPUs. */
+void ilp_sym_cut(struct model *m, const struct inst *in, const struct cols *c,
+                 const struct sym *s);
+
+/* ---- warm start (ilp_warm.c) ---------------------------------------------------------- */
+
+/* A full column vector (1-based, malloc'd) of lp for assignment a, checked against every row;
+ * NULL when a does not fit the MILP's decision space or the vector would be infeasible. */
+double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *c,
+                        const struct mpress_profile *p, const struct mpress_assignment *a,
+                        const struct sym *s);
+
+/* The most memory-saving actions on the baselines' even partition: every saved tensor
+ * recomputed (which frees as much of the stage's GPU as a swap, and costs no host or peer
+ * memory), and every optimizer on the host or none, whichever leaves the smaller shortfall
+ * (*host_opt says which). 0 with the assignment in out and its evaluation in ev; 1 on an
+ * error (out left empty). */
+int ilp_most_saving(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    const struct mpress_plan_options *o, struct mpress_assignment *out,
+                    struct mpress_plan_eval *ev, int *host_opt);
+
+/* A start for a search that has none: the greedy baseline planned for M/2, M/4, ..., 1
+ * micro-batches (o->micro_batches = M) and evaluated at M, the first that fits (with 1F1B a
+ * stage holds min(S - k, M) micro-batches, so fewer micro-batches than M often give greedy the
+ * time trade-offs of a plan that still fits at M); else the most memory-saving assignment
+ * (ilp_most_saving) if it fits. 0 and the start in out when one fits; 1 when none does or on
+ * an error (out left empty). */
+int ilp_warm_find(const struct mpress_profile *p, const struct mpress_topology *topo,
+                  const struct mpress_plan_options *o, struct mpress_assignment *out);
+
+#endif

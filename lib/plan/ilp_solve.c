@@ -1,0 +1,579 @@
+/* Solving the planner's MILP with GLPK: the relaxation, branch and bound from the warm start
+ * within the node and gap limits, the status, bound and gap of the answer, and its solution
+ * mapped back to an assignment. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ilp_internal.h"
+
+/* ---- GLPK wrapping ------------------------------------------------------------------- */
+
+struct glpk_guard {
+    jmp_buf jump;
+};
+
+static void on_glpk_error(void *info)
+{
+    struct glpk_guard *g = info;
+    longjmp(g->jump, 1);
+}
+
+static int on_glpk_term(void *info, const char *s)
+{
+    (void)info;
+    (void)s;
+    return 1; /* swallow: the library never prints */
+}
+
+/* ---- branch and bound ---------------------------------------------------------------- */
+
+struct cb_ctx {
+    const struct mpress_plan_options *o;
+    double bound;       /* best bound seen, MILP units (seconds) */
+    double incumbent;
+    long nodes;
+    int stopped_by_nodes;
+    double *heur;       /* a warm-start solution (1-based column values), or NULL */
+    int heur_given;     /* heur has been offered to GLPK */
+};
+
+static void ilp_callback(glp_tree *tree, void *info)
+{
+    struct cb_ctx *c = info;
+    int reason = glp_ios_reason(tree);
+    if (reason == GLP_IHEUR && c->heur && !c->heur_given) {
+        glp_ios_heur_sol(tree, c->heur);
+        c->heur_given = 1;
+        return;
+    }
+    if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
+        return;
+    int a_cnt, n_cnt, t_cnt;
+    glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
+    c->nodes = t_cnt;
+    int best = glp_ios_best_node(tree);
+    if (best)
+        c->bound = glp_ios_node_bound(tree, best);
+    glp_prob *lp = glp_ios_get_prob(tree);
+    int have = glp_mip_status(lp) == GLP_FEAS || glp_mip_status(lp) == GLP_OPT;
+    double inc = have ? glp_mip_obj_val(lp) : -1;
+    if (c->o->progress && (reason == GLP_IBINGO || (t_cnt % 200) == 0))
+        c->o->progress(c->o->progress_ctx, inc, c->bound, have ? glp_ios_mip_gap(tree) : 1.0);
+    c->incumbent = inc;
+    /* The root's heuristic call, which offers the warm start, comes after its selection: a
+     * limit of one node still ends with the warm start as the incumbent. */
+    if (c->o->node_limit > 0 && t_cnt >= c->o->node_limit &&
+        (!c->heur || c->heur_given || t_cnt > c->o->node_limit)) {
+        c->stopped_by_nodes = 1;
+        glp_ios_terminate(tree);
+    }
+}
+
+/* ---- solution to assignment ---------------------------------------------------------- */
+
+#define VAL(col) ((col) ? glp_mip_col_val(lp, (col)) : 0.0)
+
+/* Slot k's actions per class, in profile order: recompute, host swap, then D2D. Returns the
+ * bytes the stage sends by D2D, or -1 when memory runs out. */
+static int64_t extract_actions(const struct mpress_profile *p, const struct inst *in,
+                               const struct cols *c, glp_prob *lp, int k, int j0,
+                               const struct mpress_plan_stage *st, struct mpress_assignment *a)
+{
+    const int C = in->C;
+    long left[3 * 4096];
+    long *rl = C <= 4096 ? left : malloc(sizeof(long) * 3 * (size_t)C);
+    if (!rl)
+        return -1;
+    for (int cl = 0; cl < C; cl++) {
+        rl[3 * cl] = lround(VAL(c->R[IX2(k, cl, C)]));
+        rl[3 * cl + 1] = lround(VAL(c->H[IX2(k, cl, C)]));
+        rl[3 * cl + 2] = in->d2d ? lround(VAL(c->D[IX2(k, cl, C)])) : 0;
+    }
+    int64_t dsum = 0;
+    int j = j0;
+    for (int i = st->first_op; i <= st->last_op; i++)
+        for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+            int cl = in->tcls[j];
+            struct mpress_plan_action *ac = &a->actions[j];
+            enum mpress_action kind = MPRESS_ACTION_KEEP;
+            for (int q = 0; q < 3; q++)
+                if (rl[3 * cl + q] > 0) {
+                    rl[3 * cl + q]--;
+                    kind = (enum mpress_action)(q + 1);
+                    break;
+                }
+            ac->action = kind;
+            ac->n_peers = 0;
+            ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : i;
+            ac->prefetch_before_op = plan_prefetch_point(kind, i, st->last_op);
+            if (kind == MPRESS_ACTION_D2D_SWAP)
+                dsum += (int64_t)p->ops[i].tensors[t].bytes;
+        }
+    if (rl != left)
+        free(rl);
+    return dsum;
+}
+
+/* D2D byte targets per peer of slot k, integer, summing to dsum. */
+static int extract_targets(const struct mpress_topology *topo, const struct inst *in,
+                           const struct cols *c, glp_prob *lp, int k, int gpu, int64_t dsum,
+                           int64_t *target)
+{
+    const int G = in->N;
+    int64_t tsum = 0;
+    int best = -1;
+    for (int g = 0; g < G; g++) {
+        if (!c->e[IX2(k, g, G)] || plan_nvlink_bw(topo, gpu, g) <= 0)
+            continue;
+        target[g] = llround(VAL(c->e[IX2(k, g, G)]) * GB);
+        if (target[g] < 0)
+            target[g] = 0;
+        tsum += target[g];
+        if (best < 0 || target[g] > target[best])
+            best = g;
+    }
+    if (dsum > 0) {
+        if (best < 0)
+            return -1;
+        target[best] += dsum - tsum;
+        if (target[best] < 0) /* rounding went the wrong way: move the excess */
+            for (int g = 0; g < G && target[best] < 0; g++)
+                if (g != best && target[g] > 0) {
+                    int64_t mv = target[g] < -target[best] ? target[g] : -target[best];
+                    target[g] -= mv;
+                    target[best] += mv;
+                }
+    }
+    return 0;
+}
+
+/* Every D2D tensor is striped over the peers in proportion to their targets, so that each
+ * NVLink carries its share of every eviction as the forward produces it (a peer fed only the
+ * last layers' tensors would still be copying when the backward starts). Floors first, then
+ * the leftover bytes to peers with room: the shares of each tensor sum to its bytes and each
+ * peer's total to its target. */
+static int stripe_d2d(const struct mpress_profile *p, const struct mpress_topology *topo, int G,
+                      const struct mpress_plan_stage *st, int j0, int64_t dsum,
+                      int64_t *target, struct mpress_assignment *a)
+{
+    int64_t rest = dsum;
+    for (int j = j0; j < a->n_actions && a->actions[j].op <= st->last_op; j++) {
+        struct mpress_plan_action *ac = &a->actions[j];
+        if (ac->action != MPRESS_ACTION_D2D_SWAP)
+            continue;
+        int64_t need = (int64_t)p->ops[ac->op].tensors[ac->tensor].bytes, take[MPRESS_MAX_GPUS];
+        int64_t left_b = need;
+        for (int g = 0; g < G; g++) {
+            take[g] = 0;
+            if (target[g] <= 0 || rest <= 0)
+                continue;
+            take[g] = (int64_t)floor((double)need * (double)target[g] / (double)rest);
+            if (take[g] > target[g])
+                take[g] = target[g];
+            if (take[g] > left_b)
+                take[g] = left_b;
+            left_b -= take[g];
+        }
+        for (int g = 0; g < G && left_b > 0; g++) {
+            int64_t room = target[g] - take[g];
+            int64_t mv = room < left_b ? room : left_b;
+            if (mv > 0) {
+                take[g] += mv;
+                left_b -= mv;
+            }
+        }
+        if (left_b > 0)
+            return -1;
+        for (int g = 0; g < G; g++)
+            if (take[g] > 0) {
+                ac->peers[ac->n_peers] = g;
+                ac->peer_bytes[ac->n_peers] = (uint64_t)take[g];
+                ac->n_peers++;
+                target[g] -= take[g];
+            }
+        rest -= need;
+        if (ac->n_peers == 0) { /* a zero-byte tensor: any peer */
+            for (int g = 0; g < G; g++)
+                if (plan_nvlink_bw(topo, st->gpu, g) > 0) {
+                    ac->peers[0] = g;
+                    ac->peer_bytes[0] = 0;
+                    ac->n_peers = 1;
+                    break;
+                }
+        }
+    }
+    return 0;
+}
+
+/* Maps the MILP solution back to an assignment. */
+static int extract(const struct mpress_profile *p, const struct mpress_topology *topo,
+                   const struct inst *in, const struct cols *c, glp_prob *lp,
+                   struct mpress_assignment *a)
+{
+    const int N = in->N, B = in->B, G = N;
+    int S = 0;
+    int prev_end = -1;
+    for (int k = 0; k < N; k++) {
+        /* Slots take prefixes: the blocks in slots <= k are the first sum_r w_kr. */
+        int last = B - 1;
+        if (k < N - 1) {
+            long upto = 0;
+            for (int r = 0; r < in->NR; r++)
+                upto += lround(VAL(c->w[IX2(k, r, in->NR)]));
+            last = (int)upto - 1;
+        }
+        if (last <= prev_end)
+            continue;
+        struct mpress_plan_stage *st = &a->stages[S];
+        st->first_op = in->blk[prev_end + 1].first;
+        st->last_op = in->blk[last].last;
+        st->gpu = k;
+        if (in->mapped)
+            for (int g = 0; g < G; g++)
+                if (VAL(c->x[IX2(k, g, G)]) > 0.5)
+                    st->gpu = g;
+        st->optimizer_on_host = in->host_opt && VAL(c->h[k]) > 0.5;
+        int j0 = 0;
+        for (int i = 0; i < st->first_op; i++)
+            j0 += p->ops[i].n_tensors;
+        int64_t dsum = extract_actions(p, in, c, lp, k, j0, st, a);
+        int64_t target[MPRESS_MAX_GPUS] = {0};
+        if (dsum < 0 || extract_targets(topo, in, c, lp, k, st->gpu, dsum, target) ||
+            stripe_d2d(p, topo, G, st, j0, dsum, target, a))
+            return -1;
+        prev_end = last;
+        S++;
+    }
+    a->n_stages = S;
+    return 0;
+}
+#undef VAL
+
+/* ---- the solve ----------------------------------------------------------------------- */
+
+struct solve {
+    struct model m;
+    struct cols cols;
+    struct sym sym;
+    struct cb_ctx cb;
+};
+
+/* Branch and bound from the solved relaxation. The settings were measured on the planner
+ * benchmark (docs/benchmarks.md, "Solver settings"). With the mapping decided (dgx1):
+ * pseudo-cost branching without cuts. No other GLPK setting (cuts, preprocessing,
+ * backtracking, heuristics) helped across instances: each one that saved nodes on one case
+ * cost them on a case perturbed by rounding. With the mapping fixed (NVSwitch):
+ * Driebeck-Tomlin branching with MIR, Gomory and cover cuts; Gomory and cover cuts together
+ * narrow most node-limited gaps (gpt-20b on 16 GPUs: 21 % -> 17 %), neither does alone. */
+static int intopt(struct solve *sv, const struct inst *in, const struct mpress_plan_options *o)
+{
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.presolve = GLP_OFF;
+    parm.mip_gap = o->mip_gap;
+    if (in->mapped) {
+        parm.br_tech = GLP_BR_PCH;
+    } else {
+        parm.br_tech = GLP_BR_DTH;
+        parm.mir_cuts = GLP_ON;
+        parm.gmi_cuts = GLP_ON;
+        parm.cov_cuts = GLP_ON;
+    }
+    parm.bt_tech = GLP_BT_BLB;
+    /* Big-M rows turn integer tolerance into bytes: 1e-5 x 1 TB would be 10 MB. */
+    parm.tol_int = 1e-10;
+    parm.tm_lim = o->time_limit_s > 0 ? (int)fmin(o->time_limit_s * 1000.0, 2e9) : INT32_MAX;
+    parm.cb_func = ilp_callback;
+    parm.cb_info = &sv->cb;
+    return glp_intopt(sv->m.lp, &parm);
+}
+
+/* The status, objective, bound and gap of a finished glp_intopt that has a solution. */
+static void solve_stats(const struct solve *sv, const struct mpress_plan_options *o, int ret,
+                        int status, struct mpress_plan_solver *stats)
+{
+    stats->objective = glp_mip_obj_val(sv->m.lp);
+    if (ret == 0 && status == GLP_OPT) {
+        snprintf(stats->status, sizeof(stats->status), "optimal");
+        stats->bound = stats->objective;
+    } else {
+        snprintf(stats->status, sizeof(stats->status), "%s",
+                 ret == GLP_EMIPGAP  ? "gap_reached"
+                 : ret == GLP_ETMLIM ? "time_limit"
+                 : sv->cb.stopped_by_nodes ? "node_limit"
+                                       : "feasible");
+        stats->bound = sv->cb.bound <= stats->objective ? sv->cb.bound : stats->objective;
+        /* Stopping at the gap, GLPK has proved a bound within mip_gap of the incumbent; the
+         * last bound the callback saw may be older. */
+        if (ret == GLP_EMIPGAP && stats->bound < stats->objective * (1 - o->mip_gap))
+            stats->bound = stats->objective * (1 - o->mip_gap);
+    }
+    stats->gap = stats->objective > 0 ? (stats->objective - stats->bound) / stats->objective : 0;
+    if (stats->gap < 0)
+        stats->gap = 0;
+    stats->nodes = sv->cb.nodes;
+}
+
+/* Solves the LP relaxation of lp (already scaled) to optimality; returns GLPK's status of the
+ * last attempt (GLP_OPT on success). The simplex on the scaled problem is tried first. When it
+ * ends anywhere but at an optimum (on some instances, after glp_scale_prob, it declares the
+ * relaxation infeasible although the unscaled one solves and a warm start satisfies every
+ * row), the problem is unscaled, started from the standard basis and solved again by the
+ * primal then the dual simplex, and then by the exact (rational) simplex, whose verdict is
+ * about the rows as stored rather than as rounding in the floating-point simplex sees them.
+ * Every attempt is deterministic. */
+static int root_relaxation(glp_prob *lp)
+{
+    glp_smcp sparm;
+    glp_init_smcp(&sparm);
+    sparm.msg_lev = GLP_MSG_OFF;
+    int ret = glp_simplex(lp, &sparm);
+    if (ret == 0 && glp_get_status(lp) == GLP_OPT)
+        return GLP_OPT;
+    glp_unscale_prob(lp);
+    const int meth[2] = {GLP_PRIMAL, GLP_DUALP};
+    for (int i = 0; i < 2; i++) {
+        glp_std_basis(lp);
+        sparm.meth = meth[i];
+        ret = glp_simplex(lp, &sparm);
+        if (ret == 0 && glp_get_status(lp) == GLP_OPT)
+            return GLP_OPT;
+    }
+    glp_std_basis(lp);
+    sparm.meth = GLP_PRIMAL;
+    ret = glp_exact(lp, &sparm);
+    return ret == 0 ? glp_get_status(lp) : GLP_UNDEF;
+}
+
+/* The answer when GLPK ends without a solution of its own although the warm start fits (a
+ * limit reached before the root's heuristic call, a relaxation the simplex misjudges, or a
+ * warm start the MILP's margins refuse): the warm start itself, its predicted time from the
+ * evaluator, and the best bound known (0 when none is). */
+static int answer_warm(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, const struct solve *sv,
+                       const struct mpress_assignment *warm, double bound, const char *status,
+                       struct mpress_assignment *out, struct mpress_plan_solver *stats,
+                       struct mpress_error *err)
+{
+    struct mpress_plan_eval ev;
+    int rc = mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, warm, &ev, err);
+    if (rc)
+        return rc;
+    if (!ev.fits)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "the warm start does not fit");
+    out->n_stages = warm->n_stages;
+    memcpy(out->stages, warm->stages, sizeof(out->stages));
+    memcpy(out->actions, warm->actions, sizeof(*out->actions) * (size_t)out->n_actions);
+    snprintf(stats->status, sizeof(stats->status), "%s", status);
+    stats->objective = ev.iteration_s;
+    stats->bound = bound > 0 && bound <= ev.iteration_s ? bound : 0;
+    stats->gap = ev.iteration_s > 0 ? (ev.iteration_s - stats->bound) / ev.iteration_s : 0;
+    stats->nodes = sv->cb.nodes;
+    return 0;
+}
+
+/* Nothing fits: names the GPU (or the host) that is short, and by how much, under the most
+ * memory-saving actions (ilp_most_saving). */
+static int explain_infeasible(const struct mpress_profile *p, const struct mpress_topology *topo,
+                              const struct mpress_plan_options *o, struct mpress_error *err)
+{
+    struct mpress_assignment a = {0};
+    struct mpress_plan_eval ev;
+    int host = 0;
+    if (ilp_most_saving(p, topo, o, &a, &ev, &host) || ev.fits) {
+        mpress_assignment_finish(&a);
+        return mpress_error_set(err, MPRESS_EINFEASIBLE, "no plan fits in memory");
+    }
+    mpress_assignment_finish(&a);
+    const char *how = host ? "with every saved tensor recomputed and every optimizer on the host"
+                           : "with every saved tensor recomputed";
+    if (ev.short_gpu >= 0)
+        return mpress_error_set(err, MPRESS_EINFEASIBLE,
+                                "no plan fits: %s (even partition), GPU %d is still short by "
+                                "%llu bytes (%.2f GiB over its %.2f GiB)",
+                                how, ev.short_gpu, (unsigned long long)ev.short_bytes,
+                                ev.short_bytes / 1073741824.0,
+                                ev.gpus[ev.short_gpu].capacity / 1073741824.0);
+    if (ev.host_short > 0)
+        return mpress_error_set(err, MPRESS_EINFEASIBLE,
+                                "no plan fits: %s (even partition), host memory is still short "
+                                "by %llu bytes",
+                                how, (unsigned long long)ev.host_short);
+    return mpress_error_set(err, MPRESS_EINFEASIBLE,
+                            "no plan fits: %s (even partition), GPU %d evicts more than its "
+                            "links drain during one forward (backlog %llu bytes)",
+                            how, ev.drain_gpu, (unsigned long long)ev.drain_short);
+}
+
+/* A proof that nothing fits, from memory alone: every stage holds its weights (one version at
+ * least), its gradients, its optimizer states unless they may go to the host, and one
+ * micro-batch's saved tensors (the backward's working set: recomputing or swapping frees only
+ * the other micro-batches' copies), wherever the stages sit, and D2D only moves bytes between
+ * GPUs. When that exceeds all the GPUs' memory less their reserves, no plan fits. The MILP's
+ * big-M memory rows cannot see this in their relaxation, so branch and bound would stop at its
+ * node limit without an answer. */
+static int memory_floor_exceeds(const struct inst *in, const struct mpress_topology *topo)
+{
+    double need = 0, have = 0;
+    for (int b = 0; b < in->B; b++)
+        need += in->blk[b].p + in->blk[b].g + in->blk[b].a + (in->host_opt ? 0 : in->blk[b].o);
+    for (int g = 0; g < topo->n_gpus; g++)
+        have += ((double)topo->gpus[g].memory_bytes - (double)topo->gpus[g].reserve_bytes) / GB;
+    return need > have;
+}
+
+/* Builds, solves and extracts inside GLPK's error guard (set by the caller). warm: the warm
+ * start, or NULL. */
+static int solve(struct solve *sv, const struct mpress_profile *p,
+                 const struct mpress_topology *topo, const struct mpress_plan_options *o,
+                 const struct inst *in, const struct mpress_assignment *warm,
+                 struct mpress_assignment *out, struct mpress_plan_solver *stats,
+                 struct mpress_error *err)
+{
+    struct model *m = &sv->m;
+    sv->cb.o = o;
+    sv->cb.incumbent = -1;
+    m->lp = glp_create_prob();
+    glp_set_prob_name(m->lp, "mpress_plan");
+    glp_set_obj_dir(m->lp, GLP_MIN);
+    if (ilp_build(m, in, topo, o->schedule, &sv->cols))
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory while building the MILP");
+    ilp_sym_find(topo, &sv->sym);
+    ilp_sym_cut(m, in, &sv->cols, &sv->sym);
+    stats->rows = glp_get_num_rows(m->lp);
+    stats->cols = glp_get_num_cols(m->lp);
+    stats->integer_cols = glp_get_num_int(m->lp);
+    stats->nonzeros = glp_get_num_nz(m->lp);
+    if (o->dump_lp && glp_write_lp(m->lp, NULL, o->dump_lp) != 0)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s'", o->dump_lp);
+    glp_scale_prob(m->lp, GLP_SF_AUTO);
+    if (warm)
+        sv->cb.heur = ilp_warm_vector(m->lp, in, &sv->cols, p, warm, &sv->sym);
+    /* The relaxation first, so that glp_intopt can run without its presolver and accept the
+     * warm start in the problem's own columns. */
+    int sret = root_relaxation(m->lp);
+    if (sret != GLP_OPT && warm)
+        return answer_warm(p, topo, o, sv, warm, 0, "feasible", out, stats, err);
+    if (sret == GLP_NOFEAS) {
+        snprintf(stats->status, sizeof(stats->status), "infeasible");
+        return explain_infeasible(p, topo, o, err);
+    }
+    if (sret != GLP_OPT)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (status %d)", sret);
+    double root_bound = glp_get_obj_val(m->lp);
+    int ret = intopt(sv, in, o);
+    int status = glp_mip_status(m->lp);
+    if (status != GLP_OPT && status != GLP_FEAS && warm) {
+        /* GLPK's bound is only a bound when it has not declared the MILP infeasible. */
+        double bound = status == GLP_NOFEAS || ret == GLP_ENOPFS ? 0
+                       : sv->cb.bound > root_bound             ? sv->cb.bound
+                                                               : root_bound;
+        return answer_warm(p, topo, o, sv, warm, bound,
+                           ret == GLP_ETMLIM          ? "time_limit"
+                           : sv->cb.stopped_by_nodes ? "node_limit"
+                                                     : "feasible",
+                           out, stats, err);
+    }
+    if (ret == GLP_ENOPFS || status == GLP_NOFEAS) {
+        snprintf(stats->status, sizeof(stats->status), "infeasible");
+        return explain_infeasible(p, topo, o, err);
+    }
+    if (ret != 0 && ret != GLP_ETMLIM && ret != GLP_ESTOP && ret != GLP_EMIPGAP)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_intopt failed (code %d)", ret);
+    if (status != GLP_OPT && status != GLP_FEAS)
+        return mpress_error_set(err, MPRESS_ESYSTEM,
+                                "the solver stopped (%s) before finding any plan",
+                                ret == GLP_ETMLIM ? "time limit" : "node limit");
+    solve_stats(sv, o, ret, status, stats);
+    if (extract(p, topo, in, &sv->cols, m->lp, out))
+        return mpress_error_set(err, MPRESS_ESYSTEM, "cannot map the MILP solution back to a plan");
+    /* A warm start GLPK never saw (its vector did not pass the MILP's rows, e.g. within the
+     * memory margin) may still beat the MILP's plan: the answer is never slower than it. */
+    if (warm && !sv->cb.heur) {
+        struct mpress_plan_eval ev;
+        if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, warm, &ev, err) == 0 &&
+            ev.fits && ev.iteration_s < stats->objective * (1 - 1e-9)) {
+            char st[sizeof(stats->status)];
+            snprintf(st, sizeof(st), "%s", stats->status);
+            return answer_warm(p, topo, o, sv, warm, stats->bound, st, out, stats, err);
+        }
+    }
+    return 0;
+}
+
+int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    const struct mpress_plan_options *o, struct mpress_assignment *out,
+                    struct mpress_plan_solver *stats, struct mpress_error *err)
+{
+    memset(stats, 0, sizeof(*stats));
+    stats->nodes = -1;
+    if (p->n_ops < 1)
+        return mpress_error_set(err, MPRESS_EINPUT, "the profile has no ops");
+    if (topo->n_gpus < 1)
+        return mpress_error_set(err, MPRESS_EINPUT, "the topology has no GPUs");
+    if (topo->pcie_bytes_per_s <= 0)
+        return mpress_error_set(err, MPRESS_EINPUT, "the topology has no PCIe bandwidth");
+    struct inst in;
+    int rc = ilp_inst_build(p, topo, o, &in, err);
+    if (rc)
+        return rc;
+    rc = mpress_assignment_init(out, p, err);
+    if (rc) {
+        ilp_inst_free(&in);
+        return rc;
+    }
+
+    /* Without a warm start (no baseline fits) the search starts from a plan that fits if one
+     * of the greedy baseline's at fewer micro-batches does (ilp_warm_find). Found before
+     * GLPK's guard is set, so that the error path sees it unchanged. */
+    struct mpress_assignment found = {0};
+    const struct mpress_assignment *warm = o->warm_start;
+    if (!warm && ilp_warm_find(p, topo, o, &found) == 0)
+        warm = &found;
+
+    /* Everything GLPK's error path must still see lives on the heap behind a volatile pointer:
+     * locals changed between setjmp and longjmp are indeterminate afterwards. */
+    struct solve *volatile sv = calloc(1, sizeof(struct solve));
+    struct glpk_guard guard;
+    if (!sv) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
+    }
+    glp_term_hook(on_glpk_term, NULL);
+    glp_error_hook(on_glpk_error, &guard);
+    if (setjmp(guard.jump)) {
+        /* GLPK failed inside: its environment is unusable and must be freed whole. */
+        glp_free_env();
+        sv->m.lp = NULL;
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "the GLPK solver failed internally");
+        goto done;
+    }
+    if (!warm && memory_floor_exceeds(&in, topo)) {
+        snprintf(stats->status, sizeof(stats->status), "infeasible");
+        rc = explain_infeasible(p, topo, o, err);
+    } else {
+        rc = solve(sv, p, topo, o, &in, warm, out, stats, err);
+    }
+done:
+    if (sv) {
+        if (sv->m.lp)
+            glp_delete_prob(sv->m.lp);
+        ilp_model_finish(&sv->m);
+        ilp_cols_free(&sv->cols);
+        free(sv->sym.perm);
+        free(sv->cb.heur);
+        free(sv);
+    }
+    glp_error_hook(NULL, NULL);
+    glp_term_hook(NULL, NULL);
+    ilp_inst_free(&in);
+    mpress_assignment_finish(&found);
+    if (rc)
+        mpress_assignment_finish(out);
+    return rc;
+}

@@ -1,0 +1,226 @@
+/* The host profile: every op of a zoo model timed forward and backward on this CPU with the host
+ * backend's math, turned into an mpress-profile (source "host") by the same construction as the
+ * analytic profile, so the two differ in their times only. Method: docs/runtime.md, "Host
+ * profiles". */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mpress/model.h"
+#include "host_ops.h"
+
+void mpress_host_profile_options_init(struct mpress_host_profile_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->warmup = 2;
+    o->repeat = 9;
+    o->threads = 1;
+    o->seed = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n samples (sorts them). */
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof(*x), cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* The gradient buffers one backward call accumulates into, so that every timed call starts
+ * from the same values and the pass ends with exactly one contribution per op (repeated
+ * accumulation would grow the gradients geometrically down the stack). */
+struct grad_snapshot {
+    int n;
+    void *dst[MPRESS_MODEL_MAX_IO + MPRESS_MODEL_MAX_WEIGHTS];
+    void *copy[MPRESS_MODEL_MAX_IO + MPRESS_MODEL_MAX_WEIGHTS];
+    size_t bytes[MPRESS_MODEL_MAX_IO + MPRESS_MODEL_MAX_WEIGHTS];
+};
+
+static void snapshot_free(struct grad_snapshot *s)
+{
+    for (int i = 0; i < s->n; i++)
+        free(s->copy[i]);
+    s->n = 0;
+}
+
+static int snapshot_take(struct grad_snapshot *s, const struct mpress_model_op *op,
+                         const struct mpress_host_io *io)
+{
+    s->n = 0;
+    for (int i = 0; i < op->n_inputs; i++)
+        if (io->din[i]) {
+            s->dst[s->n] = io->din[i];
+            s->bytes[s->n++] = (size_t)op->inputs[i].bytes;
+        }
+    for (int i = 0; i < op->n_weights; i++)
+        if (io->dw[i]) {
+            s->dst[s->n] = io->dw[i];
+            s->bytes[s->n++] = (size_t)op->weights[i].bytes;
+        }
+    for (int i = 0; i < s->n; i++) {
+        s->copy[i] = malloc(s->bytes[i] ? s->bytes[i] : 1);
+        if (!s->copy[i]) {
+            s->n = i;
+            snapshot_free(s);
+            return -1;
+        }
+        memcpy(s->copy[i], s->dst[i], s->bytes[i]);
+    }
+    return 0;
+}
+
+static void snapshot_restore(const struct grad_snapshot *s)
+{
+    for (int i = 0; i < s->n; i++)
+        memcpy(s->dst[i], s->copy[i], s->bytes[i]);
+}
+
+/* What the reference trainer holds (parameters with their gradients and optimizer state, each
+ * op's outputs, output gradients and saved tensors) against this machine's RAM, so that a model
+ * too large is refused with a message rather than by the kernel killing the process. */
+static int check_ram(const struct mpress_model_config *c, struct mpress_error *err)
+{
+    struct mpress_model model;
+    int rc = mpress_model_build(c, &model, err);
+    if (rc)
+        return rc;
+    int wb, gb, ob;
+    mpress_model_state_bytes(c, &wb, &gb, &ob);
+    double need = (double)mpress_model_params(&model) * (wb + gb + ob);
+    for (int i = 0; i < model.n_ops; i++) {
+        const struct mpress_model_op *op = &model.ops[i];
+        for (int j = 0; j < op->n_outputs; j++)
+            need += 2.0 * (double)op->outputs[j].bytes;
+        for (int j = 0; j < op->n_saved; j++)
+            need += (double)op->saved[j].bytes;
+    }
+    mpress_model_finish(&model);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (have > 0 && need > have)
+        return mpress_error_set(err, MPRESS_EINFEASIBLE,
+                                "profiling %s on the host needs %.2f GiB of RAM for its "
+                                "parameters and one micro-batch, this machine has %.2f GiB",
+                                c->name, need / 1073741824.0, have / 1073741824.0);
+    return 0;
+}
+
+int mpress_profile_host(const struct mpress_model_config *m,
+                        const struct mpress_host_profile_options *o, struct mpress_profile *out,
+                        struct mpress_error *err)
+{
+    mpress_error_clear(err);
+    if (o->warmup < 0 || o->repeat < 1 || o->threads < 1)
+        return mpress_error_set(err, MPRESS_EUSAGE,
+                                "a host profile needs warmup >= 0, repeat >= 1, threads >= 1");
+    int rc = mpress_model_config_check(m, err);
+    if (rc)
+        return rc;
+    if ((rc = check_ram(m, err)) != 0)
+        return rc;
+
+    /* A synthetic corpus: the timing does not depend on which bytes the tokens are, and the
+     * data loader still draws the windows, the BERT masking and NSP coins as in training. */
+    size_t n_data = 4 * (size_t)m->seq + 64;
+    uint8_t *data = malloc(n_data);
+    if (!data)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    for (size_t i = 0; i < n_data; i++)
+        data[i] = (uint8_t)(i * 131u + 7u);
+
+    struct mpress_host_trainer_options to;
+    mpress_host_trainer_options_default(&to);
+    to.seed = o->seed;
+    struct mpress_host_trainer *t = NULL;
+    double *fwd = NULL, *bwd = NULL, *samples = NULL;
+    int threads = mpress_host_blas_threads(o->threads);
+    rc = mpress_host_trainer_create(m, &to, data, n_data, &t, err);
+    if (rc)
+        goto done;
+    const struct mpress_model *model = &t->model;
+    int n = model->n_ops;
+    fwd = calloc((size_t)n, sizeof(*fwd));
+    bwd = calloc((size_t)n, sizeof(*bwd));
+    samples = calloc((size_t)o->repeat, sizeof(*samples));
+    if (!fwd || !bwd || !samples) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
+    }
+    rc = mpress_host_batch_fill(&model->config, data, n_data, o->seed, 0, 0, &t->batch, err);
+    if (rc)
+        goto done;
+
+    /* Forward in op order: each op's inputs are its producers' outputs, and rerunning an op
+     * with the same RNG key writes the same outputs, so every run sees real data. */
+    struct mpress_host_io io;
+    for (int i = 0; i < n; i++) {
+        struct mpress_rng_key k = {o->seed, 0, 0, (uint32_t)i};
+        mpress_host_trainer_io(t, i, &io);
+        for (int r = 0; r < o->warmup + o->repeat; r++) {
+            double t0 = now_s();
+            rc = mpress_host_forward(model, i, &to.hp, &k, &io, err);
+            double t1 = now_s();
+            if (rc)
+                goto done;
+            if (r >= o->warmup)
+                samples[r - o->warmup] = t1 - t0;
+        }
+        fwd[i] = median(samples, o->repeat);
+        if (o->progress)
+            o->progress(o->progress_ctx, i + 1, 2 * n, model->ops[i].name);
+    }
+
+    /* Backward in reverse op order from the loss gradient, as the trainer runs it. */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < model->ops[i].n_outputs; j++)
+            memset(t->dout[i][j], 0, (size_t)model->ops[i].outputs[j].bytes);
+    float one = 1.0f;
+    memcpy(t->dout[n - 1][0], &one, sizeof(one));
+    for (int i = n - 1; i >= 0; i--) {
+        struct mpress_rng_key k = {o->seed, 0, 0, (uint32_t)i};
+        struct grad_snapshot snap;
+        mpress_host_trainer_io(t, i, &io);
+        if (snapshot_take(&snap, &model->ops[i], &io)) {
+            rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+            goto done;
+        }
+        for (int r = 0; r < o->warmup + o->repeat; r++) {
+            snapshot_restore(&snap);
+            double t0 = now_s();
+            rc = mpress_host_backward(model, i, &to.hp, &k, &io, err);
+            double t1 = now_s();
+            if (rc)
+                break;
+            if (r >= o->warmup)
+                samples[r - o->warmup] = t1 - t0;
+        }
+        snapshot_free(&snap);
+        if (rc)
+            goto done;
+        bwd[i] = median(samples, o->repeat);
+        if (o->progress)
+            o->progress(o->progress_ctx, 2 * n - i, 2 * n, model->ops[i].name);
+    }
+    rc = mpress_profile_from_model(model, fwd, bwd, "host", MPRESS_HOST_DEVICE, out, err);
+done:
+    mpress_host_blas_threads(threads);
+    mpress_host_trainer_destroy(t);
+    free(data);
+    free(fwd);
+    free(bwd);
+    free(samples);
+    return rc;
+}

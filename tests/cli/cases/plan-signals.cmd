@@ -1,0 +1,1 @@
+bash "$SRC/tests/cli/plan-signals.sh" 2>/dev/null

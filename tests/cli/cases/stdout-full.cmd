@@ -1,0 +1,1 @@
+bash "$SRC/tests/cli/stdout-full.sh"

@@ -1,0 +1,1 @@
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); t=p["ops"][1]["tensors"]; t[0]["bytes"]=t[1]["bytes"]=2**63-1; json.dump(p, open("big.json", "w"))' "$SRC/tests/format/data/profile.json" && "$MPRESS" plan big.json --topology dgx1 --gpus 2 --policy greedy -o p.json; echo "rc $?"; ls

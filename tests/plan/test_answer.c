@@ -1,0 +1,247 @@
+/* The planner always gives a right answer: a plan with its bound and gap whenever one exists,
+ * checked against plans built and evaluated independently here (the baselines, and the greedy
+ * baseline at fewer micro-batches evaluated at the asked number), and an infeasibility
+ * message that names the GPU short under the most memory-saving actions and by how much. Each
+ * case was a wrong answer: exit 1 "short by 0 bytes" while a baseline fits (the scaled root
+ * relaxation misjudged infeasible), exit 4 with a node limit of 1, exit 4 when no baseline
+ * fits although a plan does, exit 4 when nothing fits but branch and bound cannot prove it,
+ * and a message from whichever baseline came closest. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "mpress/mpress.h"
+
+static const char *src_dir(void)
+{
+    const char *s = getenv("MPRESS_SRCDIR");
+    return s ? s : ".";
+}
+
+static int load(const char *profile, const char *server, int gpus, struct mpress_profile *p,
+                struct mpress_topology *t)
+{
+    char path[1024];
+    struct mpress_error err;
+    snprintf(path, sizeof(path), "%s/profiles/%s", src_dir(), profile);
+    mpress_profile_init(p);
+    if (mpress_profile_load(path, p, &err) || mpress_topology_builtin(server, t, &err) ||
+        (gpus > 0 && mpress_topology_restrict(t, gpus, &err))) {
+        fprintf(stderr, "cannot load %s on %s: %s\n", profile, server, err.text);
+        return -1;
+    }
+    return 0;
+}
+
+/* The fastest fitting baseline's predicted time, or -1 when none fits. */
+static double best_baseline(const struct mpress_profile *p, const struct mpress_topology *t,
+                            const struct mpress_plan_options *o)
+{
+    static const enum mpress_policy pol[] = {MPRESS_POLICY_NONE, MPRESS_POLICY_RECOMPUTE,
+                                             MPRESS_POLICY_SWAP, MPRESS_POLICY_GREEDY};
+    double best = -1;
+    for (int i = 0; i < 4; i++) {
+        struct mpress_assignment a = {0};
+        struct mpress_plan_eval ev;
+        struct mpress_error err;
+        if (mpress_plan_baseline(p, t, o, pol[i], &a, &ev, &err) == 0 && ev.fits &&
+            (best < 0 || ev.iteration_s < best))
+            best = ev.iteration_s;
+        mpress_assignment_finish(&a);
+    }
+    return best;
+}
+
+/* Plans with o and checks the answer is a plan that fits, no slower than `no_worse_than`, with
+ * 0 <= bound <= objective and the gap they imply. */
+static void check_plan(const struct mpress_profile *p, const struct mpress_topology *t,
+                       const struct mpress_plan_options *o, double no_worse_than,
+                       const char *what)
+{
+    struct mpress_plan plan;
+    struct mpress_error err;
+    memset(&err, 0, sizeof(err));
+    int rc = mpress_plan_create(p, t, o, &plan, &err);
+    CHECK_MSG(rc == 0, "%s: rc %d: %s", what, rc, err.text);
+    if (rc)
+        return;
+    struct mpress_assignment a = {0};
+    struct mpress_plan_eval ev;
+    CHECK(mpress_assignment_init(&a, p, &err) == 0);
+    a.n_stages = plan.n_stages;
+    memcpy(a.stages, plan.stages, sizeof(*plan.stages) * (size_t)plan.n_stages);
+    memcpy(a.actions, plan.actions, sizeof(*a.actions) * (size_t)a.n_actions);
+    CHECK(mpress_plan_evaluate(p, t, o->schedule, o->micro_batches, &a, &ev, &err) == 0);
+    CHECK_MSG(ev.fits, "%s: the plan does not fit when re-evaluated", what);
+    CHECK_MSG(plan.iteration_s <= no_worse_than * (1 + 1e-12), "%s: %.6f s > %.6f s", what,
+              plan.iteration_s, no_worse_than);
+    const struct mpress_plan_solver *s = &plan.solver;
+    CHECK_MSG(s->bound >= 0 && s->bound <= s->objective * (1 + 1e-12),
+              "%s: bound %.6f objective %.6f", what, s->bound, s->objective);
+    CHECK_MSG(fabs(s->gap - (s->objective - s->bound) / s->objective) < 1e-9,
+              "%s: gap %.9f", what, s->gap);
+    mpress_assignment_finish(&a);
+    mpress_plan_finish(&plan);
+}
+
+/* gpt3-6.7b on 16 GPUs of dgx2: the scaled root relaxation was declared infeasible. */
+static void scaled_root(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t;
+    if (load("gpt3-6.7b.v100.json", "dgx2", 16, &p, &t)) {
+        CHECK(0);
+        return;
+    }
+    const int mbs[] = {4, 8, 9, 12};
+    for (int i = 0; i < 4; i++) {
+        struct mpress_plan_options o;
+        mpress_plan_options_init(&o);
+        o.micro_batches = mbs[i];
+        o.node_limit = 10;
+        double base = best_baseline(&p, &t, &o);
+        CHECK_MSG(base > 0, "micro-batches %d: a baseline fits", mbs[i]);
+        char what[64];
+        snprintf(what, sizeof(what), "dgx2-16, %d micro-batches", mbs[i]);
+        check_plan(&p, &t, &o, base, what);
+    }
+    mpress_profile_finish(&p);
+}
+
+/* A node limit of one: the best baseline with the root's bound. */
+static void node_limit_one(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t;
+    if (load("gpt3-6.7b.v100.json", "dgx1", 0, &p, &t)) {
+        CHECK(0);
+        return;
+    }
+    struct mpress_plan_options o;
+    mpress_plan_options_init(&o);
+    o.node_limit = 1;
+    double base = best_baseline(&p, &t, &o);
+    CHECK(base > 0);
+    check_plan(&p, &t, &o, base, "dgx1, node limit 1");
+    struct mpress_plan plan;
+    struct mpress_error err;
+    if (mpress_plan_create(&p, &t, &o, &plan, &err) == 0) {
+        CHECK_STR(plan.solver.status, "node_limit");
+        CHECK_MSG(fabs(plan.iteration_s - base) <= 1e-9 * base, "%.9f vs %.9f",
+                  plan.iteration_s, base);
+        CHECK(plan.solver.bound > 0); /* the root relaxation was solved */
+        mpress_plan_finish(&plan);
+    }
+    mpress_profile_finish(&p);
+}
+
+/* gpt-20b on dgx1 with 32 micro-batches: no baseline fits, the greedy plan for 16 does. */
+static void start_from_fewer(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t;
+    if (load("gpt-20b.v100.json", "dgx1", 0, &p, &t)) {
+        CHECK(0);
+        return;
+    }
+    struct mpress_plan_options o;
+    mpress_plan_options_init(&o);
+    o.micro_batches = 32;
+    o.node_limit = 5;
+    CHECK_MSG(best_baseline(&p, &t, &o) < 0, "no baseline fits at 32 micro-batches");
+    struct mpress_plan_options o16 = o;
+    o16.micro_batches = 16;
+    struct mpress_assignment a = {0};
+    struct mpress_plan_eval ev;
+    struct mpress_error err;
+    CHECK(mpress_plan_baseline(&p, &t, &o16, MPRESS_POLICY_GREEDY, &a, &ev, &err) == 0);
+    CHECK(mpress_plan_evaluate(&p, &t, o.schedule, 32, &a, &ev, &err) == 0);
+    CHECK_MSG(ev.fits, "greedy for 16 micro-batches fits at 32");
+    double at32 = ev.iteration_s;
+    mpress_assignment_finish(&a);
+    check_plan(&p, &t, &o, at32, "gpt-20b dgx1, 32 micro-batches");
+    mpress_profile_finish(&p);
+}
+
+/* Nothing fits: exit 1 naming the GPU short under the most memory-saving actions (every
+ * tensor recomputed, every optimizer on the host, on the even partition), by as many bytes as
+ * the evaluator finds for that assignment built here from the recompute baseline. */
+static void infeasible_named(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t;
+    if (load("gpt3-13b.v100.json", "dgx1", 2, &p, &t)) {
+        CHECK(0);
+        return;
+    }
+    struct mpress_plan_options o;
+    mpress_plan_options_init(&o);
+    struct mpress_assignment a = {0};
+    struct mpress_plan_eval ev;
+    struct mpress_error err;
+    CHECK(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_RECOMPUTE, &a, &ev, &err) == 0);
+    for (int k = 0; k < a.n_stages; k++)
+        a.stages[k].optimizer_on_host = 1;
+    CHECK(mpress_plan_evaluate(&p, &t, o.schedule, o.micro_batches, &a, &ev, &err) == 0);
+    CHECK(!ev.fits && ev.short_gpu >= 0 && ev.short_bytes > 0);
+    mpress_assignment_finish(&a);
+    struct mpress_plan plan;
+    memset(&err, 0, sizeof(err));
+    CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), MPRESS_EINFEASIBLE);
+    unsigned long long bytes = 0;
+    int gpu = -1;
+    const char *at = strstr(err.text, "GPU ");
+    CHECK_MSG(strstr(err.text, "every saved tensor recomputed and every optimizer on the host"),
+              "'%s'", err.text);
+    CHECK_MSG(at && sscanf(at, "GPU %d is still short by %llu bytes", &gpu, &bytes) == 2, "'%s'",
+              err.text);
+    CHECK_INT(gpu, ev.short_gpu);
+    CHECK_INT(bytes, ev.short_bytes);
+    mpress_profile_finish(&p);
+}
+
+/* gpt-20b on 4 GPUs of dgx1: the weights, gradients and one micro-batch's saved tensors alone
+ * exceed the four GPUs' memory, so nothing fits; the MILP's relaxation cannot see it and the
+ * search stopped at its node limit (exit 4) instead of answering. */
+static void infeasible_by_floor(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t;
+    if (load("gpt-20b.v100.json", "dgx1", 4, &p, &t)) {
+        CHECK(0);
+        return;
+    }
+    double need = 0, have = 0;
+    for (int i = 0; i < p.n_ops; i++) {
+        need += (double)p.ops[i].param_bytes + (double)p.ops[i].grad_bytes;
+        for (int k = 0; k < p.ops[i].n_tensors; k++)
+            need += (double)p.ops[i].tensors[k].bytes;
+    }
+    for (int g = 0; g < t.n_gpus; g++)
+        have += (double)t.gpus[g].memory_bytes - (double)t.gpus[g].reserve_bytes;
+    CHECK_MSG(need > have, "%.3g > %.3g bytes", need, have);
+    struct mpress_plan_options o;
+    mpress_plan_options_init(&o);
+    struct mpress_plan plan;
+    struct mpress_error err;
+    memset(&err, 0, sizeof(err));
+    CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), MPRESS_EINFEASIBLE);
+    unsigned long long bytes = 0;
+    int gpu = -1;
+    const char *at = strstr(err.text, "GPU ");
+    CHECK_MSG(at && sscanf(at, "GPU %d is still short by %llu bytes", &gpu, &bytes) == 2 &&
+                  gpu >= 0 && gpu < t.n_gpus && bytes > 0,
+              "'%s'", err.text);
+    mpress_profile_finish(&p);
+}
+
+int main(void)
+{
+    scaled_root();
+    node_limit_one();
+    start_from_fewer();
+    infeasible_named();
+    infeasible_by_floor();
+    return check_done();
+}
