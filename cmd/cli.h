@@ -10,6 +10,7 @@ int cmd_profile(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 

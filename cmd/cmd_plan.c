@@ -67,6 +67,25 @@ static double gib(uint64_t b)
     return (double)b / 1073741824.0;
 }
 
+/* The data-parallel policy a user would otherwise run (mpress/compare.h), at the same
+ * global batch: samples/s ratio, since ZeRO's batch per iteration may round up. */
+static void print_zero_line(const struct mpress_plan *plan)
+{
+    struct mpress_dp_config best;
+    struct mpress_dp_eval ev;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = mpress_zero_best(&plan->profile, &plan->topology, plan->micro_batches, &best, &ev,
+                              &err);
+    if (rc == MPRESS_EINFEASIBLE)
+        printf("best ZeRO policy: none fits on %d GPUs\n", plan->topology.n_gpus);
+    else if (rc == 0)
+        printf("best ZeRO policy: %s%s %.4f s, %.3f samples/s (this plan %.2fx)\n",
+               mpress_dp_policy_name(best.policy), best.checkpoint ? "+ckpt" : "",
+               ev.iteration_s, ev.samples_per_s,
+               ev.samples_per_s > 0 ? plan->samples_per_s / ev.samples_per_s : 0);
+}
+
 static void print_summary(const struct mpress_plan *plan, const char *topo_arg, double secs)
 {
     const struct mpress_profile *p = &plan->profile;
@@ -152,6 +171,7 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
             printf("%s %s does not fit", i ? "," : "", b->policy);
     }
     printf("\n");
+    print_zero_line(plan);
 }
 
 enum { OPT_GPUS = 256, OPT_TOPO, OPT_MB, OPT_SCHED, OPT_POLICY, OPT_TL, OPT_NL, OPT_GAP,

@@ -18,6 +18,7 @@ static const struct command commands[] = {
     {"plan", cmd_plan, "choose stages, GPU mapping and per-tensor actions (GLPK ILP)"},
     {"run", cmd_run, "execute a plan (simulator, or host: real training) and report"},
     {"explain", cmd_explain, "describe a plan in words and tables"},
+    {"compare", cmd_compare, "a plan beside ZeRO and Megatron recompute on the same server"},
     {"topo", cmd_topo, "list, show and import server topologies"},
     {"validate", cmd_validate, "check a topology, profile or plan file"},
     {"help", cmd_help, "show help for mpress or a command"},

@@ -726,8 +726,9 @@ static int lower_all(struct mpress_sched *s, struct layout *L, const struct tied
     return 0;
 }
 
-int sched_lower(struct mpress_sched *s, struct mpress_error *err)
+int sched_lower(struct mpress_sched *s, void *ctx, struct mpress_error *err)
 {
+    (void)ctx;
     const struct mpress_plan *plan = s->plan;
     int *action_of = NULL;
     int rc = validate(plan, &action_of, err);
@@ -779,4 +780,27 @@ int sched_lower(struct mpress_sched *s, struct mpress_error *err)
     free(L.step_last);
     free(action_of);
     return rc;
+}
+
+/* The building blocks for other lowerings (lower_dp.c). */
+int sched_new_task(struct mpress_sched *s, enum mpress_task_kind kind, int stage, int it, int mb,
+                   int op)
+{
+    return new_task(s, kind, stage, it, mb, op);
+}
+
+void sched_add_edge(struct mpress_sched *s, int from, int to)
+{
+    add_edge(s, from, to);
+}
+
+void sched_add_mem(struct mpress_sched *s, int *list, int dev, enum mpress_mem_kind kind,
+                   int owner, int it, int mb, int64_t delta)
+{
+    add_mem(s, list, dev, kind, owner, it, mb, delta);
+}
+
+void sched_seq_push(struct mpress_sched *s, int stage, int task)
+{
+    seq_push(s, stage, task);
 }

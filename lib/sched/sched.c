@@ -287,6 +287,13 @@ void mpress_sched_destroy(struct mpress_sched *s)
 int mpress_sched_create(const struct mpress_plan *plan, const struct mpress_sched_options *opt,
                         struct mpress_sched **out, struct mpress_error *err)
 {
+    return sched_create_with(plan, opt, sched_lower, NULL, out, err);
+}
+
+int sched_create_with(const struct mpress_plan *plan, const struct mpress_sched_options *opt,
+                      int (*lower)(struct mpress_sched *s, void *ctx, struct mpress_error *err),
+                      void *ctx, struct mpress_sched **out, struct mpress_error *err)
+{
     *out = NULL;
     struct mpress_sched_options dflt;
     if (!opt) {
@@ -309,7 +316,7 @@ int mpress_sched_create(const struct mpress_plan *plan, const struct mpress_sche
     s->init_mem = -1;
     for (int k = 0; k < plan->n_stages && k < MPRESS_MAX_GPUS; k++)
         s->stage_gpu[k] = plan->stages[k].gpu;
-    int rc = sched_lower(s, err);
+    int rc = lower(s, ctx, err);
     if (!rc)
         rc = finalize(s, err);
     if (rc) {

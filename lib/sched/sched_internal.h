@@ -57,12 +57,23 @@ struct mpress_sched {
     int count_kind[MPRESS_TASK_KINDS];
 };
 
-/* lower.c */
-int sched_lower(struct mpress_sched *s, struct mpress_error *err);
+/* lower.c: a plan's pipeline (ctx unused), and its building blocks for other lowerings */
+int sched_lower(struct mpress_sched *s, void *ctx, struct mpress_error *err);
+int sched_new_task(struct mpress_sched *s, enum mpress_task_kind kind, int stage, int it, int mb,
+                   int op);
+void sched_add_edge(struct mpress_sched *s, int from, int to);
+void sched_add_mem(struct mpress_sched *s, int *list, int dev, enum mpress_mem_kind kind,
+                   int owner, int it, int mb, int64_t delta);
+void sched_seq_push(struct mpress_sched *s, int stage, int task);
 /* The optimizer step's traffic of stage k of plan (mpress_sched_step_traffic). */
 void sched_step_traffic(const struct mpress_plan *plan, int k,
                         struct mpress_optimizer_traffic *out);
 /* sched.c */
 int sched_grow(void **p, int *cap, int need, size_t size);
+/* mpress_sched_create with another lowering: lower fills s (tasks counted into
+ * s->expected_tasks, s->bt, s->seq*) and the result is packed as a plan's is. */
+int sched_create_with(const struct mpress_plan *plan, const struct mpress_sched_options *opt,
+                      int (*lower)(struct mpress_sched *s, void *ctx, struct mpress_error *err),
+                      void *ctx, struct mpress_sched **out, struct mpress_error *err);
 
 #endif

@@ -58,12 +58,17 @@ static int task_cost(struct mpress_sim *sim, int i, struct mpress_error *err)
         return 0;
     }
     case MPRESS_TASK_OPTIMIZER: {
-        /* An elementwise Adam/SGD step is memory-bound: the bytes it reads and writes (the
-         * schedule's, from mpress_optimizer_step_traffic) over the memory bandwidth of where
-         * it runs (HBM for the GPU, host memory for the CPU). */
-        struct mpress_optimizer_traffic tr;
-        mpress_sched_step_traffic(sim->sched, P->stage, &tr);
-        double touched = tr.memory_bytes;
+        /* An elementwise Adam/SGD step is memory-bound: the bytes it reads and writes over
+         * the memory bandwidth of where it runs (HBM for the GPU, host memory for the CPU).
+         * A plan's step: the schedule's step traffic (mpress_optimizer_step_traffic over the
+         * stage's model states). A data-parallel step (lower_dp.c) carries its own bytes: its
+         * rank's partition, from the same function (sched.h). */
+        double touched = (double)P->bytes;
+        if (!P->bytes) {
+            struct mpress_optimizer_traffic tr;
+            mpress_sched_step_traffic(sim->sched, P->stage, &tr);
+            touched = tr.memory_bytes;
+        }
         double bw = P->src >= 0 ? tp->gpus[P->src].hbm_bytes_per_s : tp->host_memory_bytes_per_s;
         if (touched > 0 && !(bw > 0)) {
             if (P->src >= 0)
@@ -311,7 +316,7 @@ static int simulate(struct mpress_sim *sim, struct mpress_error *err)
     /* The planner does not charge the tied-weight exchange; the simulator checks the plan's
      * predictions, so it replays the schedule the planner costed (docs/schedule.md). */
     so.tied_exchange = 0;
-    int rc = mpress_sched_create(sim->plan, &so, &sim->sched, err);
+    int rc = sim->sched ? 0 : mpress_sched_create(sim->plan, &so, &sim->sched, err);
     if (rc || (rc = setup_state(sim, err)) || (rc = sim_net_setup(sim, err)) ||
         (rc = setup_tasks(sim, err)))
         return rc;
@@ -342,21 +347,33 @@ static int simulate(struct mpress_sim *sim, struct mpress_error *err)
 int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_options *opt,
                    struct mpress_sim **out, struct mpress_error *err)
 {
+    return mpress_sim_run_sched(plan, NULL, opt, out, err);
+}
+
+int mpress_sim_run_sched(const struct mpress_plan *plan, struct mpress_sched *sched,
+                         const struct mpress_sim_options *opt, struct mpress_sim **out,
+                         struct mpress_error *err)
+{
     *out = NULL;
     struct mpress_sim_options dflt;
     if (!opt) {
         mpress_sim_options_init(&dflt);
         opt = &dflt;
     }
-    if (opt->iterations < 1)
-        return mpress_error_set(err, MPRESS_EUSAGE, "iterations is %d, must be >= 1",
+    if (opt->iterations < 1 || opt->iterations >= MPRESS_SCHED_MAX_TASKS) {
+        /* async adds one iteration: keep it countable */
+        mpress_sched_destroy(sched);
+        return mpress_error_set(err, MPRESS_EUSAGE, opt->iterations < 1
+                                ? "iterations is %d, must be >= 1"
+                                : "iterations is %d, more than the schedule can count",
                                 opt->iterations);
-    if (opt->iterations >= MPRESS_SCHED_MAX_TASKS)  /* async adds one: keep it countable */
-        return mpress_error_set(err, MPRESS_EUSAGE, "iterations is %d, more than the schedule "
-                                "can count", opt->iterations);
+    }
     struct mpress_sim *sim = sim_new(plan, opt);
-    if (!sim)
+    if (!sim) {
+        mpress_sched_destroy(sched);
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    }
+    sim->sched = sched;
     int rc = simulate(sim, err);
     if (rc) {
         mpress_sim_destroy(sim);

@@ -12,6 +12,7 @@
 #include "mpress/sim.h"
 #include "mpress/runtime.h"
 #include "mpress/trace.h"
+#include "mpress/compare.h"
 #include "mpress/export.h"
 
 #ifdef __cplusplus

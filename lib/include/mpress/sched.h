@@ -102,7 +102,9 @@ struct mpress_task {
     int part;                   /* D2D part (peer index in the action), else 0 */
     int tied_op;                /* TIED_GRAD: the op on dst that shares the weight, else -1 */
     int src, dst;               /* devices: GPU index, -1 = host; compute: src = dst = GPU */
-    uint64_t bytes;             /* transfers: bytes moved; 0 for compute and CPU tasks */
+    uint64_t bytes;             /* transfers: bytes moved; 0 for compute and CPU tasks, but
+                                 * for the optimizer tasks of a data-parallel lowering
+                                 * (mpress_sched_create_dp): the bytes each reads and writes */
     int queue;                  /* index into the queues */
     int ends_iteration;         /* 1: the task that ends its stage's iteration: the GPU step,
                                  * or the weights' copy back after a host step */
@@ -189,7 +191,8 @@ const struct mpress_mem_delta *mpress_sched_mem_initial(const struct mpress_sche
 
 /* The optimizer step of stage k (one per iteration): the bytes it reads and writes where it
  * runs and, for a host step, what crosses PCIe (the GRAD_D2H and WEIGHTS_H2D tasks' bytes),
- * from mpress_optimizer_step_traffic over the stage's model states, the planner's count. */
+ * from mpress_optimizer_step_traffic over the stage's model states, the planner's count. A
+ * data-parallel schedule's optimizer tasks carry their bytes instead (struct mpress_task). */
 MPRESS_API
 void mpress_sched_step_traffic(const struct mpress_sched *s, int stage,
                                struct mpress_optimizer_traffic *out);

@@ -88,6 +88,15 @@ struct mpress_sim;              /* a finished simulation */
 MPRESS_API
 int mpress_sim_run(const struct mpress_plan *plan, const struct mpress_sim_options *opt,
                    struct mpress_sim **out, struct mpress_error *err);
+/* As mpress_sim_run, replaying sched (NULL: the plan's own schedule) instead of lowering the
+ * plan; the simulation owns sched from the call on, also on failure. sched's iterations must be
+ * opt->iterations (async: one more). The plan is then not held to the plan rules
+ * (mpress_plan_check, which lowering a plan applies): the data-parallel comparisons
+ * (mpress/compare.h) replay a stand-in plan whose stages each cover every op. */
+MPRESS_API
+int mpress_sim_run_sched(const struct mpress_plan *plan, struct mpress_sched *sched,
+                         const struct mpress_sim_options *opt, struct mpress_sim **out,
+                         struct mpress_error *err);
 MPRESS_API
 void mpress_sim_destroy(struct mpress_sim *sim);   /* accepts NULL */
 

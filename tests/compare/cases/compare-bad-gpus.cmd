@@ -1,0 +1,1 @@
+"$MPRESS" compare --gpus 0

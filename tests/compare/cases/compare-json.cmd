@@ -1,0 +1,1 @@
+"$MPRESS" compare "$SRC/profiles/gpt3-1.3b.v100.json" --topology dgx1 --gpus 4 --micro-batches 8 --no-sim --json t.json > /dev/null && python3 -c "import json; d=json.load(open('t.json')); print(d['format'], d['version'], d['gpus'], d['micro_batches']); [print(r['policy'], r['fits'], r['simulated_s'] == 0, round(r['speedup'], 3)) for r in d['rows']]"

@@ -1,0 +1,1 @@
+"$MPRESS" plan "$SRC/profiles/gpt3-1.3b.v100.json" --topology dgx1-16g --gpus 4 --micro-batches 8 --policy greedy -o p.json > /dev/null && "$MPRESS" compare --plan p.json --no-sim && "$MPRESS" compare --plan p.json --gpus 2

@@ -1,0 +1,1 @@
+"$MPRESS" compare "$SRC/profiles/gpt-tiny.v100.json" --plan plan.json
