@@ -98,6 +98,9 @@ static void print_summary(const struct mpress_plan *plan, const char *topo_arg, 
                "re-import with `mpress topo import --gpu TYPE` if the server has another\n",
                assumed);
     const struct mpress_plan_solver *s = &plan->solver;
+    if (strcmp(plan->policy, "ilp") == 0 && strcmp(s->status, "solver_failed") == 0)
+        fprintf(stderr, "mpress: plan: note: the GLPK solver failed internally; the plan is the "
+                        "MILP's start (the fastest baseline that fits), not a searched one\n");
     if (strcmp(plan->policy, "ilp") == 0)
         printf("policy ilp: %s, objective %.4f s, bound %.4f s, gap %.3f%%, %d rows x %d cols "
                "(%d integer), %ld nodes, solved in %.2f s\n",

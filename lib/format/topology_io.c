@@ -96,6 +96,58 @@ static const char *const gpu_keys[] = {
     "nvlink_ports", "pcie_switch", "socket", NULL};
 static const char *const switch_keys[] = {"uplink_bytes_per_s", "socket", NULL};
 
+/* Supported ranges of the rates (docs/formats.md, "Limits"): a bandwidth that is not 0 lies
+ * within 1e6..1e15 B/s and a FLOP/s figure within 1e6..1e18. Links, memories and processors of
+ * real servers lie well inside (about 1e6 to 1e13 B/s, 1e9 to 1e16 FLOP/s); values far outside,
+ * finite as they are, only make predicted times overflow or vanish, and the planner's MILP
+ * coefficients span more than a double solver resolves. */
+#define MIN_BYTES_PER_S 1e6
+#define MAX_BYTES_PER_S 1e15
+#define MIN_FLOPS 1e6
+#define MAX_FLOPS 1e18
+
+static int check_rate(const struct mpress_json_doc *doc, const char *obj_path, const char *key,
+                      double v, int flops, struct mpress_error *err)
+{
+    double lo = flops ? MIN_FLOPS : MIN_BYTES_PER_S, hi = flops ? MAX_FLOPS : MAX_BYTES_PER_S;
+    if (v == 0 || (v >= lo && v <= hi))
+        return 0;
+    char path[512];
+    mpress_json_path_key(path, sizeof(path), obj_path, key);
+    return mpress_json_doc_error(doc, err, path, "%g %s is outside the supported range %g to %g",
+                                 v, flops ? "FLOP/s" : "B/s", lo, hi);
+}
+
+/* Every rate of t against its supported range, with the path of the first one outside. */
+static int check_rates(const struct mpress_json_doc *doc, const char *obj_path,
+                       const struct mpress_topology *t, struct mpress_error *err)
+{
+    char arr[512], path[512];
+    mpress_json_path_key(arr, sizeof(arr), obj_path, "pcie_switches");
+    for (int i = 0; i < t->n_switches; i++) {
+        mpress_json_path_index(path, sizeof(path), arr, (size_t)i);
+        if (check_rate(doc, path, "uplink_bytes_per_s", t->switches[i].uplink_bytes_per_s, 0, err))
+            return MPRESS_EINPUT;
+    }
+    mpress_json_path_key(arr, sizeof(arr), obj_path, "gpus");
+    for (int i = 0; i < t->n_gpus; i++) {
+        const struct mpress_topo_gpu *g = &t->gpus[i];
+        mpress_json_path_index(path, sizeof(path), arr, (size_t)i);
+        if (check_rate(doc, path, "flops_fp16", g->flops_fp16, 1, err) ||
+            check_rate(doc, path, "flops_fp32", g->flops_fp32, 1, err) ||
+            check_rate(doc, path, "hbm_bytes_per_s", g->hbm_bytes_per_s, 0, err))
+            return MPRESS_EINPUT;
+    }
+    if (check_rate(doc, obj_path, "nvlink_bytes_per_s", t->nvlink_bytes_per_s, 0, err) ||
+        check_rate(doc, obj_path, "pcie_bytes_per_s", t->pcie_bytes_per_s, 0, err) ||
+        check_rate(doc, obj_path, "socket_link_bytes_per_s", t->socket_link_bytes_per_s, 0, err) ||
+        check_rate(doc, obj_path, "host_memory_bytes_per_s", t->host_memory_bytes_per_s, 0,
+                   err) ||
+        check_rate(doc, obj_path, "cpu_flops", t->cpu_flops, 1, err))
+        return MPRESS_EINPUT;
+    return 0;
+}
+
 /* The "pcie_switches" array (read before the GPUs, which refer to switches by index). */
 static int read_switches(const struct mpress_json_doc *doc, const json_t *obj,
                          const char *obj_path, struct mpress_topology *t,
@@ -324,6 +376,8 @@ int mpress_topology_from_json(const struct mpress_json_doc *doc, const json_t *o
                                      "expected a positive number: the server has %d sockets",
                                      t.n_sockets);
     }
+    if (check_rates(doc, obj_path, &t, err))
+        return MPRESS_EINPUT;
     *out = t;
     return 0;
 }

@@ -260,6 +260,7 @@ struct solve {
     struct cols cols;
     struct sym sym;
     struct cb_ctx cb;
+    int attempt;        /* 0: the measured settings; 1: after GLPK failed inside on them */
 };
 
 /* Branch and bound from the solved relaxation. The settings were measured on the planner
@@ -276,8 +277,14 @@ static int intopt(struct solve *sv, const struct inst *in, const struct mpress_p
     parm.msg_lev = GLP_MSG_OFF;
     parm.presolve = GLP_OFF;
     parm.mip_gap = o->mip_gap;
-    if (in->mapped) {
+    if (in->mapped && sv->attempt == 0) {
         parm.br_tech = GLP_BR_PCH;
+    } else if (in->mapped) {
+        /* GLPK's pseudo-cost branching can fail inside (glpios09.c asserts 'dx != 0.0' when a
+         * trial dual simplex step on a near-degenerate relaxation moves nothing: small models
+         * on dgx1 at some PCIe bandwidths); the retry branches by Driebeck-Tomlin, which
+         * needs no trial steps. */
+        parm.br_tech = GLP_BR_DTH;
     } else {
         parm.br_tech = GLP_BR_DTH;
         parm.mir_cuts = GLP_ON;
@@ -332,6 +339,10 @@ static int root_relaxation(glp_prob *lp)
     glp_smcp sparm;
     glp_init_smcp(&sparm);
     sparm.msg_lev = GLP_MSG_OFF;
+    /* A bound on the iterations of each attempt: with op times of 1e6 s and more beside bytes
+     * in GB the scaled simplex cycles without end (gpt-tiny with its times x 1e12). The bound
+     * is far above what any instance of the benchmark needs, and deterministic. */
+    sparm.it_lim = 50 * (glp_get_num_rows(lp) + glp_get_num_cols(lp)) + 10000;
     int ret = glp_simplex(lp, &sparm);
     if (ret == 0 && glp_get_status(lp) == GLP_OPT)
         return GLP_OPT;
@@ -372,6 +383,9 @@ static int answer_warm(const struct mpress_profile *p, const struct mpress_topol
     snprintf(stats->status, sizeof(stats->status), "%s", status);
     stats->objective = ev.iteration_s;
     stats->bound = bound > 0 && bound <= ev.iteration_s ? bound : 0;
+    /* An optimum above the start's evaluated time is a numerical artefact, not a proof. */
+    if (stats->bound == 0 && strcmp(status, "optimal") == 0)
+        snprintf(stats->status, sizeof(stats->status), "feasible");
     stats->gap = ev.iteration_s > 0 ? (ev.iteration_s - stats->bound) / ev.iteration_s : 0;
     stats->nodes = sv->cb.nodes;
     return 0;
@@ -506,6 +520,18 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     return 0;
 }
 
+/* Frees what one solve built (GLPK's problem unless its environment is gone) and clears it. */
+static void solve_reset(struct solve *sv)
+{
+    if (sv->m.lp)
+        glp_delete_prob(sv->m.lp);
+    ilp_model_finish(&sv->m);
+    ilp_cols_free(&sv->cols);
+    free(sv->sym.perm);
+    free(sv->cb.heur);
+    memset(sv, 0, sizeof(*sv));
+}
+
 int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
                     const struct mpress_plan_options *o, struct mpress_assignment *out,
                     struct mpress_plan_solver *stats, struct mpress_error *err)
@@ -551,10 +577,25 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
     glp_term_hook(on_glpk_term, NULL);
     glp_error_hook(on_glpk_error, &guard);
     if (setjmp(guard.jump)) {
-        /* GLPK failed inside: its environment is unusable and must be freed whole. */
+        /* GLPK failed inside: its environment is unusable and must be freed whole. The solve
+         * is tried once more with other branching (intopt), then the start is the answer. */
         glp_free_env();
         sv->m.lp = NULL;
-        rc = mpress_error_set(err, MPRESS_ESYSTEM, "the GLPK solver failed internally");
+        int next = sv->attempt + 1;
+        solve_reset(sv);
+        sv->attempt = next;
+        glp_term_hook(on_glpk_term, NULL);
+        glp_error_hook(on_glpk_error, &guard);
+        if (next > 1 || !in.mapped) {
+            if (warm) {
+                struct solve fresh = {0};
+                rc = answer_warm(p, topo, o, &fresh, warm, 0, "solver_failed", out, stats, err);
+            } else {
+                rc = mpress_error_set(err, MPRESS_ESYSTEM, "the GLPK solver failed internally");
+            }
+            goto done;
+        }
+        rc = solve(sv, p, topo, o, &in, warm, out, stats, err);
         goto done;
     }
     if (floor_exceeded) {
@@ -565,12 +606,7 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
     }
 done:
     if (sv) {
-        if (sv->m.lp)
-            glp_delete_prob(sv->m.lp);
-        ilp_model_finish(&sv->m);
-        ilp_cols_free(&sv->cols);
-        free(sv->sym.perm);
-        free(sv->cb.heur);
+        solve_reset(sv);
         free(sv);
     }
     glp_error_hook(NULL, NULL);
