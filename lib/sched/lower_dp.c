@@ -221,6 +221,78 @@ static int new_cpu_step(struct mpress_sched *s, int g, int it, uint64_t bytes)
     return t;
 }
 
+/* The step of iteration it after its micro-batches (lay_iteration): ZeRO-3 on the GPU,
+ * ZeRO-Infinity on the CPU after the gradients' copies down, ZeRO-Offload's copies down, CPU
+ * step, copies up and the gathering of the new weights. trig, done and first are scratch arrays
+ * of lay_ring; rs_done and d2h_last the reduce-scatters and gradient copies the step waits for.
+ * -1 when a task could not be had. */
+static int lay_step(struct mpress_sched *s, struct dp *d, int it, int *trig, int *done,
+                    int *first, const int *rs_done, const int *d2h_last)
+{
+    const struct mpress_plan *plan = s->plan;
+    int n = d->n, R = d->R;
+    enum mpress_dp_policy pol = d->c->policy;
+    /* the step: each rank steps its partition of the model states; what the step reads and
+     * writes is mpress_optimizer_step_traffic's count, as for a plan's step */
+    struct mpress_optimizer_traffic tr;
+    mpress_optimizer_step_traffic(&plan->profile.model, (double)d->P, (double)d->G,
+                                  (double)d->O, &tr);
+    uint64_t touched = part((uint64_t)tr.memory_bytes, n);
+    for (int g = 0; g < n; g++) {
+        int last = s->seq_len[g] ? s->seq[g][s->seq_len[g] - 1] : -1;
+        int end = -1;
+        if (pol == MPRESS_DP_ZERO3) {
+            end = sched_new_task(s, MPRESS_TASK_OPTIMIZER, g, it, -1, -1);
+            if (end < 0)
+                return -1;
+            s->bt[end].pub.bytes = touched;
+            for (int x = 0; x < d->U * R; x++)
+                sched_add_edge(s, rs_done[x * n + g], end);
+            sched_seq_push(s, g, end);
+        } else if (pol == MPRESS_DP_ZERO_INFINITY) {
+            end = new_cpu_step(s, g, it, touched);
+            if (end < 0)
+                return -1;
+            sched_add_edge(s, last, end);
+            for (int u = 0; u < d->U; u++)
+                sched_add_edge(s, d2h_last[u * n + g], end);
+        }
+        d->step_end[g] = end;
+    }
+    if (pol == MPRESS_DP_ZERO_OFFLOAD) {
+        for (int g = 0; g < n; g++) {
+            int last = s->seq_len[g] ? s->seq[g][s->seq_len[g] - 1] : -1;
+            int dn = new_copy(s, MPRESS_TASK_GRAD_D2H, g, it, -1, 1,
+                              part((uint64_t)tr.pcie_down_bytes, n));
+            int cs = new_cpu_step(s, g, it, touched);
+            int up = new_copy(s, MPRESS_TASK_WEIGHTS_H2D, g, it, -1, 0,
+                              part((uint64_t)tr.pcie_up_bytes, n));
+            if (dn < 0 || cs < 0 || up < 0)
+                return -1;
+            sched_add_edge(s, last, dn);
+            for (int x = 0; x < d->U * R; x++)
+                sched_add_edge(s, rs_done[x * n + g], dn);
+            sched_add_edge(s, dn, cs);
+            sched_add_edge(s, cs, up);
+            trig[g] = up;
+        }
+        lay_ring(s, d, MPRESS_TASK_SEND_ACT, it, -1, d->P, trig, done, first);
+        for (int g = 0; g < n && !s->failed; g++) {
+            /* the gathered weights copied into the GPU's weight buffer: ends the iteration */
+            int t = sched_new_task(s, MPRESS_TASK_OPTIMIZER, g, it, -1, -1);
+            if (t < 0)
+                return -1;
+            s->bt[t].pub.bytes = 2 * part(d->P, n);
+            sched_add_edge(s, trig[g], t);
+            for (int r = 0; r < R; r++)
+                sched_add_edge(s, done[r * n + g], t);
+            sched_seq_push(s, g, t);
+            d->step_end[g] = t;
+        }
+    }
+    return s->failed ? -1 : 0;
+}
+
 static void lay_iteration(struct mpress_sched *s, struct dp *d, int it)
 {
     const struct mpress_plan *plan = s->plan;
@@ -320,64 +392,8 @@ static void lay_iteration(struct mpress_sched *s, struct dp *d, int it)
             }
     if (s->failed)
         goto out;
-    /* the step: each rank steps its partition of the model states; what the step reads and
-     * writes is mpress_optimizer_step_traffic's count, as for a plan's step */
-    struct mpress_optimizer_traffic tr;
-    mpress_optimizer_step_traffic(&plan->profile.model, (double)d->P, (double)d->G,
-                                  (double)d->O, &tr);
-    uint64_t touched = part((uint64_t)tr.memory_bytes, n);
-    for (int g = 0; g < n; g++) {
-        int last = s->seq_len[g] ? s->seq[g][s->seq_len[g] - 1] : -1;
-        int end = -1;
-        if (pol == MPRESS_DP_ZERO3) {
-            end = sched_new_task(s, MPRESS_TASK_OPTIMIZER, g, it, -1, -1);
-            if (end < 0)
-                goto out;
-            s->bt[end].pub.bytes = touched;
-            for (int x = 0; x < d->U * R; x++)
-                sched_add_edge(s, rs_done[x * n + g], end);
-            sched_seq_push(s, g, end);
-        } else if (pol == MPRESS_DP_ZERO_INFINITY) {
-            end = new_cpu_step(s, g, it, touched);
-            if (end < 0)
-                goto out;
-            sched_add_edge(s, last, end);
-            for (int u = 0; u < d->U; u++)
-                sched_add_edge(s, d2h_last[u * n + g], end);
-        }
-        d->step_end[g] = end;
-    }
-    if (pol == MPRESS_DP_ZERO_OFFLOAD) {
-        for (int g = 0; g < n; g++) {
-            int last = s->seq_len[g] ? s->seq[g][s->seq_len[g] - 1] : -1;
-            int dn = new_copy(s, MPRESS_TASK_GRAD_D2H, g, it, -1, 1,
-                              part((uint64_t)tr.pcie_down_bytes, n));
-            int cs = new_cpu_step(s, g, it, touched);
-            int up = new_copy(s, MPRESS_TASK_WEIGHTS_H2D, g, it, -1, 0,
-                              part((uint64_t)tr.pcie_up_bytes, n));
-            if (dn < 0 || cs < 0 || up < 0)
-                goto out;
-            sched_add_edge(s, last, dn);
-            for (int x = 0; x < d->U * R; x++)
-                sched_add_edge(s, rs_done[x * n + g], dn);
-            sched_add_edge(s, dn, cs);
-            sched_add_edge(s, cs, up);
-            trig[g] = up;
-        }
-        lay_ring(s, d, MPRESS_TASK_SEND_ACT, it, -1, d->P, trig, done, first);
-        for (int g = 0; g < n && !s->failed; g++) {
-            /* the gathered weights copied into the GPU's weight buffer: ends the iteration */
-            int t = sched_new_task(s, MPRESS_TASK_OPTIMIZER, g, it, -1, -1);
-            if (t < 0)
-                goto out;
-            s->bt[t].pub.bytes = 2 * part(d->P, n);
-            sched_add_edge(s, trig[g], t);
-            for (int r = 0; r < R; r++)
-                sched_add_edge(s, done[r * n + g], t);
-            sched_seq_push(s, g, t);
-            d->step_end[g] = t;
-        }
-    }
+    if (lay_step(s, d, it, trig, done, first, rs_done, d2h_last))
+        goto out;
     for (int g = 0; g < n && !s->failed; g++)
         if (d->step_end[g] >= 0)
             s->bt[d->step_end[g]].pub.ends_iteration = 1;
