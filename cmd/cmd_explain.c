@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
-#include "mpress/sim.h"
+#include "mpress/planner.h"
 
 static void help(void)
 {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mpress/sim.h" /* declares mpress_plan_explain */
+#include "mpress/planner.h"
 #include "plan_internal.h"
 #include "strbuf.h"
 

@@ -133,6 +133,11 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
                        const struct mpress_plan_options *o, struct mpress_plan *out,
                        struct mpress_error *err);
 
+/* `mpress explain`: the plan in words and tables, from the plan alone (no simulation); a
+ * malloc'd string, NULL when out of memory. */
+MPRESS_API
+char *mpress_plan_explain(const struct mpress_plan *plan);
+
 #ifdef __cplusplus
 }
 #endif

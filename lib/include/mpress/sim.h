@@ -137,10 +137,6 @@ char *mpress_sim_render(const struct mpress_sim *sim);
 MPRESS_API
 char *mpress_sim_oom_text(const struct mpress_sim *sim);
 
-/* `mpress explain`: the plan in words and tables, from the plan alone (no simulation). */
-MPRESS_API
-char *mpress_plan_explain(const struct mpress_plan *plan);
-
 #ifdef __cplusplus
 }
 #endif
