@@ -117,6 +117,17 @@ static double pct(uint64_t measured, uint64_t predicted)
     return predicted ? 100.0 * ((double)measured - (double)predicted) / (double)predicted : 0;
 }
 
+/* The difference column: a signed percentage, or "not predicted" where the plan has none of
+ * that kind (a percentage of 0 bytes does not exist). */
+static const char *pct_text(uint64_t measured, uint64_t predicted, char *buf, size_t size)
+{
+    if (!predicted)
+        snprintf(buf, size, "%s", measured ? "not predicted" : "+0.00 %");
+    else
+        snprintf(buf, size, "%+.2f %%", pct(measured, predicted));
+    return buf;
+}
+
 /* The neutral run report of the last step (mpress/run_report.h), so that the table and the
  * trace come from the simulator's output code: the tasks at their measured times, the
  * schedule's memory lists applied at those times (what the plan charges, along the real
@@ -325,8 +336,9 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
         for (int k = 0; k < MPRESS_MEM_KINDS; k++) {
             if (k == MPRESS_MEM_INFLIGHT || (!at[k] && !pk[k]))
                 continue;
-            printf("    %-12s %12llu | %12llu | %+.2f %%\n", kind_keys[k],
-                   (unsigned long long)at[k], (unsigned long long)pk[k], pct(at[k], pk[k]));
+            char diff[32];
+            printf("    %-12s %12llu | %12llu | %s\n", kind_keys[k], (unsigned long long)at[k],
+                   (unsigned long long)pk[k], pct_text(at[k], pk[k], diff, sizeof(diff)));
         }
         json_t *o = json_object();
         json_object_set_new(o, "gpu", json_integer(g));
