@@ -58,6 +58,7 @@ int main(void)
     CHECK_INT(a.stages[1].first_op, 2);
     /* The baselines still make a valid assignment; the planner refuses the profile as input
      * that cannot be timed, naming no garbage op range. */
+    mpress_assignment_finish(&a);
     CHECK_INT(mpress_plan_baseline(&p, &t, &o, MPRESS_POLICY_NONE, &a, &ev, &err), 0);
     CHECK_INT(a.stages[0].first_op, 0);
     CHECK_INT(a.stages[a.n_stages - 1].last_op, 3);
@@ -93,6 +94,7 @@ int main(void)
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_GPIPE, 4, &a, &ev, &err), 0);
     CHECK(!ev.fits);
     CHECK_INT(ev.gpus[0].activations == UINT64_MAX, 1);
+    mpress_assignment_finish(&a);
     /* Every baseline and the planner agree that nothing fits. */
     p.ops[0].tensors[1].bytes = (uint64_t)INT64_MAX;
     const enum mpress_policy policies[] = {MPRESS_POLICY_NONE, MPRESS_POLICY_RECOMPUTE,
@@ -100,6 +102,7 @@ int main(void)
     for (int i = 0; i < 4; i++) {
         CHECK_INT(mpress_plan_baseline(&p, &t, &o, policies[i], &a, &ev, &err), 0);
         CHECK_MSG(!ev.fits, "%s fits", mpress_policy_name(policies[i]));
+        mpress_assignment_finish(&a);
     }
     o.policy = MPRESS_POLICY_GREEDY;
     CHECK_INT(mpress_plan_create(&p, &t, &o, &plan, &err), MPRESS_EINFEASIBLE);

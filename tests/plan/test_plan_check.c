@@ -87,6 +87,7 @@ int main(void)
     CHECK_INT(f.tensor, a.actions[j].tensor);
 
     /* GPU 4 -> GPU 5: an NVLink peer, evaluated. */
+    mpress_assignment_finish(&a);
     CHECK_INT(to_assignment(&plan, &a) == 0 ? 0 : -1, 0);
     d2d_first(&plan, &a, 4, 5, &k);
     CHECK_INT(mpress_plan_evaluate(&plan.profile, &plan.topology, plan.schedule,
