@@ -94,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct mpress_plan_options o;
     mpress_plan_options_init(&o);
-    snprintf(o.policy, sizeof(o.policy), "greedy");
+    o.policy = MPRESS_POLICY_GREEDY;
     o.micro_batches = 1 + (int)((ctl >> 2) & 7);
     if (ctl & 0x80)
         FUZZ_ASSERT(mpress_schedule_parse("gpipe", &o.schedule) == 0, "schedule gpipe");
