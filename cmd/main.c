@@ -19,7 +19,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "execute a plan (simulator, or host: real training) and report"},
     {"explain", cmd_explain, "describe a plan in words and tables"},
     {"compare", cmd_compare, "a plan beside ZeRO and Megatron recompute on the same server"},
-    {"topo", cmd_topo, "list, show and import server topologies"},
+    {"topo", cmd_topo, "list, show, import and emulate server topologies"},
     {"validate", cmd_validate, "check a topology, profile or plan file"},
     {"help", cmd_help, "show help for mpress or a command"},
 };
