@@ -1,0 +1,114 @@
+/* What the executor's two files share (executor.c: tasks and queues; exec_setup.c: buffers,
+ * setup, create and destroy). Internal to lib/runtime. */
+#ifndef MPRESS_RUNTIME_EXEC_INTERNAL_H
+#define MPRESS_RUNTIME_EXEC_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mpress/model.h"
+#include "mpress/runtime.h"
+#include "host_ops.h"
+#include "runtime_internal.h"
+
+#define IO 4
+#define SV 8
+#define MAX_DEPTH 64
+/* out and grad are per stage: a tensor passed through a stage, or held there for a recompute,
+ * has its own buffer on each stage that holds it. */
+#define SLOT(x, k, m) (((size_t)(k) * (size_t)(x)->M + (size_t)(m)) * (size_t)(x)->n_ops)
+#define PIN(x, k, q, r) ((((size_t)(k) * (size_t)(x)->n_ops) + (size_t)(q)) * IO + (size_t)(r))
+
+
+struct xbuf {
+    void *p;
+    uint64_t bytes;
+    int dev, kind;
+};
+
+enum { SV_NONE = 0, SV_FWD, SV_PARKED, SV_BACK };
+
+struct saved_state {
+    struct xbuf dev;
+    struct xbuf part[MPRESS_MAX_GPUS];
+    int state, evicted, prefetched;
+    int prefetching;            /* a part's prefetch has begun */
+};
+
+/* The tensors that cross the cut after stage k: (producer, output) with their offsets in the
+ * boundary buffer. */
+struct cut {
+    int n;
+    int *prod, *idx;
+    uint64_t *off;
+    uint64_t total;
+};
+
+struct tied_recv {
+    int param;                  /* global param index on the receiving stage */
+    struct xbuf buf;
+};
+
+struct mpress_exec {
+    const struct mpress_plan *plan;
+    struct mpress_backend *be;
+    struct mpress_exec_options opt;
+    struct mpress_rt_optim optim;
+    struct mpress_model model;
+    struct mpress_sched *sched;
+    int S, M, n_ops;
+    int *stage_of;              /* [op] */
+    int *last_use;              /* [op * IO + r]: last op reading that output, -1 none */
+    char *pinned;               /* [(k * n_ops + op) * IO + r]: a stage input stage k keeps
+                                 * for a recompute */
+    struct cut *cuts;           /* [S - 1] */
+    /* parameters: host copies (init, checkpoints) and device ones, by global param index */
+    struct mpress_host_params hp;
+    struct mpress_rt_param *dp;     /* on the stage's GPU */
+    struct mpress_rt_param *hostp;  /* host optimizer: g landing zone, w staging, states */
+    int *dp_alias;              /* tied weight on its owner's stage: owner index, else -1 */
+    int steps;
+    /* per micro-batch state, [m * n_ops + op] */
+    struct xbuf (*out)[IO];
+    struct xbuf (*grad)[IO];
+    struct saved_state (*saved)[SV];
+    struct xbuf *send_act, *recv_act, *send_grad, *recv_grad;   /* [m * (S - 1) + k] */
+    char *grad_unpacked;        /* [m * S + k] */
+    struct mpress_host_batch *batch;    /* [M] */
+    float *loss;                /* [M] */
+    struct tied_recv tied[8];
+    int n_tied;
+    uint64_t pinned_bytes[MPRESS_MAX_GPUS];
+    /* running */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    char *done;
+    int failed;
+    struct mpress_error err;
+    double t0;
+    double *times;              /* [2 * task] */
+};
+
+
+/* Where a buffer belongs, for messages. */
+#define WHERE_FMT "stage %d (gpu %d), op %s, %s, micro-batch %d"
+
+/* exec_setup.c */
+double exec_now_s(void);
+int exec_gpu_of_stage(const struct mpress_exec *x, int k);
+int exec_xalloc(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
+                int zero, struct mpress_error *err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 8, 9)))
+#endif
+    ;
+void exec_xfree(struct mpress_exec *x, struct xbuf *b);
+int exec_action_of(const struct mpress_exec *x, int op, int j);
+int exec_prefetch_point(const struct mpress_exec *x, int op, int j);
+int exec_plain_copy(const struct mpress_model *m, int c, int j);
+int exec_copy_present(const struct mpress_exec *x, int k, int q, int p, int before_op,
+                      int before_j);
+void exec_free_step_state(struct mpress_exec *x);
+
+#endif
