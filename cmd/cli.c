@@ -207,3 +207,20 @@ int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const 
         return 0;
     return cli_usage(cmd, "%s and %s name the same file '%s'", opt_a, opt_b, b);
 }
+
+int cli_default_profile(const char *cmd, const struct mpress_topology *topo,
+                        struct mpress_profile *prof)
+{
+    struct mpress_model_config cfg;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    const struct mpress_gpu_spec *spec = mpress_gpu_spec_find(topo->gpus[0].model);
+    if (mpress_model_find(MPRESS_DEFAULT_MODEL, &cfg) || !spec) {
+        cli_error(cmd, "cannot build the default profile: no %s",
+                  spec ? "model " MPRESS_DEFAULT_MODEL : "GPU spec for the topology");
+        return MPRESS_ESYSTEM;
+    }
+    if (mpress_profile_analytic(&cfg, spec, prof, &err))
+        return cli_fail(cmd, "cannot build the default profile", &err);
+    return 0;
+}

@@ -69,4 +69,9 @@ int cli_parse_real(const char *s, double *out);
     "Exit codes: 0 ok, 1 infeasible (no plan fits / out of memory), 2 usage,\n"                 \
     "            3 bad input file, 4 solver or system failure.\n"
 
+/* The profile a command plans when given none: MPRESS_DEFAULT_MODEL, analytic, on the GPU of
+ * topo's first device. prof must be initialized. 0, or an exit code after a message. */
+int cli_default_profile(const char *cmd, const struct mpress_topology *topo,
+                        struct mpress_profile *prof);
+
 #endif

@@ -194,9 +194,9 @@ int cmd_compare(int argc, char **argv)
             topo_arg = optarg;
             break;
         case OPT_MB:
-            if (cli_parse_int(optarg, 1, 1000000, &v))
-                return cli_usage(CMD, "--micro-batches: expected 1 to 1000000, got '%s'",
-                                 optarg);
+            if (cli_parse_int(optarg, 1, MPRESS_MAX_MICRO_BATCHES, &v))
+                return cli_usage(CMD, "--micro-batches: expected 1 to %d, got '%s'",
+                                 MPRESS_MAX_MICRO_BATCHES, optarg);
             o.micro_batches = (int)v;
             break;
         case OPT_NL:
@@ -246,16 +246,8 @@ int cmd_compare(int argc, char **argv)
         if (profile_path) {
             if ((rc = mpress_profile_load(profile_path, &prof, &err)))
                 return cli_fail(CMD, "cannot load the profile", &err);
-        } else {
-            struct mpress_model_config cfg;
-            const struct mpress_gpu_spec *spec = mpress_gpu_spec_find(topo.gpus[0].model);
-            if (mpress_model_find(MPRESS_DEFAULT_MODEL, &cfg) || !spec) {
-                cli_error(CMD, "cannot build the default profile: no %s",
-                          spec ? "model " MPRESS_DEFAULT_MODEL : "GPU spec for the topology");
-                return MPRESS_ESYSTEM;
-            }
-            if ((rc = mpress_profile_analytic(&cfg, spec, &prof, &err)))
-                return cli_fail(CMD, "cannot build the default profile", &err);
+        } else if ((rc = cli_default_profile(CMD, &topo, &prof)) != 0) {
+            return rc;
         }
         rc = mpress_plan_create(&prof, &topo, &o, &plan, &err);
         if (rc == MPRESS_EINFEASIBLE) {

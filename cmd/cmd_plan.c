@@ -301,17 +301,8 @@ int cmd_plan(int argc, char **argv)
         rc = mpress_profile_load(profile_path, &prof, &err);
         if (rc)
             return cli_fail(CMD, "cannot load the profile", &err);
-    } else {
-        struct mpress_model_config cfg;
-        const struct mpress_gpu_spec *spec = mpress_gpu_spec_find(topo.gpus[0].model);
-        if (mpress_model_find(MPRESS_DEFAULT_MODEL, &cfg) || !spec) {
-            cli_error(CMD, "cannot build the default profile: no %s",
-                      spec ? "model " MPRESS_DEFAULT_MODEL : "GPU spec for the topology");
-            return MPRESS_ESYSTEM;
-        }
-        rc = mpress_profile_analytic(&cfg, spec, &prof, &err);
-        if (rc)
-            return cli_fail(CMD, "cannot build the default profile", &err);
+    } else if ((rc = cli_default_profile(CMD, &topo, &prof)) != 0) {
+        return rc;
     }
 
     if (isatty(STDERR_FILENO)) {

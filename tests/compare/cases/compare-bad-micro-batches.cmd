@@ -1,0 +1,1 @@
+"$MPRESS" compare --micro-batches 65537
