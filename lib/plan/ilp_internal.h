@@ -138,4 +138,29 @@ int ilp_most_saving(const struct mpress_profile *p, const struct mpress_topology
 int ilp_warm_find(const struct mpress_profile *p, const struct mpress_topology *topo,
                   const struct mpress_plan_options *o, struct mpress_assignment *out);
 
+/* Checks x (1-based column values) against every row of lp, with a tolerance relative to the
+ * terms' magnitudes. */
+int ilp_vector_feasible(glp_prob *lp, const double *x);
+
+/* ---- local search (ilp_lns.c) --------------------------------------------------------- */
+
+/* Node budgets of the local search: all of it, the warm start's own partition, each move. */
+struct ilp_ls_budget {
+    long nodes, first_nodes, move_nodes;
+    int rounds;
+};
+
+struct ilp_ls_stats {
+    int solves, moves, rounds;
+    long nodes;
+    double start, found; /* MILP objectives of the start and of the best plan found */
+};
+
+/* The restricted MILPs around start (a checked solution vector of lp): its partition, then
+ * stage boundaries moved one block at a time (ilp_lns.c explains). The best plan found when it
+ * is faster than start (malloc'd vector), else NULL. */
+double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols *c,
+                         const double *start, const struct ilp_ls_budget *bud,
+                         struct ilp_ls_stats *st);
+
 #endif

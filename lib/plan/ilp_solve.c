@@ -36,6 +36,7 @@ struct cb_ctx {
     double bound;       /* best bound seen, MILP units (seconds) */
     double incumbent;
     long nodes;
+    long node_limit;    /* of this search (the local search's nodes taken off), 0: none */
     int stopped_by_nodes;
     double *heur;       /* a warm-start solution (1-based column values), or NULL */
     int heur_given;     /* heur has been offered to GLPK */
@@ -66,8 +67,8 @@ static void ilp_callback(glp_tree *tree, void *info)
     c->incumbent = inc;
     /* The root's heuristic call, which offers the warm start, comes after its selection: a
      * limit of one node still ends with the warm start as the incumbent. */
-    if (c->o->node_limit > 0 && t_cnt >= c->o->node_limit &&
-        (!c->heur || c->heur_given || t_cnt > c->o->node_limit)) {
+    if (c->node_limit > 0 && t_cnt >= c->node_limit &&
+        (!c->heur || c->heur_given || t_cnt > c->node_limit)) {
         c->stopped_by_nodes = 1;
         glp_ios_terminate(tree);
     }
@@ -441,6 +442,38 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
     return need > have;
 }
 
+/* The local search around the warm start (ilp_lns.c) within a share of the node limit: 3/5
+ * of it (at most 3000 nodes), half of the limit for the warm start's own partition. Its plan,
+ * when faster, replaces the warm start as the first incumbent. Returns the nodes it took. */
+static long local_search(struct solve *sv, const struct inst *in,
+                         const struct mpress_plan_options *o)
+{
+    long lim = o->node_limit > 0 ? o->node_limit : 5000;
+    struct ilp_ls_budget bud = {.nodes = lim * 3 / 5 < 3000 ? lim * 3 / 5 : 3000,
+                                .first_nodes = lim / 2 < 2500 ? lim / 2 : 2500,
+                                .move_nodes = 20,
+                                .rounds = 20};
+    const char *e;
+    if ((e = getenv("MPRESS_LS_NODES")))
+        bud.nodes = atol(e);
+    if ((e = getenv("MPRESS_LS_FIRST")))
+        bud.first_nodes = atol(e);
+    if ((e = getenv("MPRESS_LS_MOVE")))
+        bud.move_nodes = atol(e);
+    if (bud.first_nodes < 2)
+        return 0;
+    struct ilp_ls_stats ls;
+    double *better = ilp_local_search(sv->m.lp, in, &sv->cols, sv->cb.heur, &bud, &ls);
+    if (getenv("MPRESS_LS_DEBUG"))
+        fprintf(stderr, "local search: %d solves, %d moves, %d rounds, %ld nodes, %.4f -> %.4f\n",
+                ls.solves, ls.moves, ls.rounds, ls.nodes, ls.start, ls.found);
+    if (better) {
+        free(sv->cb.heur);
+        sv->cb.heur = better;
+    }
+    return ls.nodes;
+}
+
 /* Builds, solves and extracts inside GLPK's error guard (set by the caller). warm: the warm
  * start, or NULL. */
 static int solve(struct solve *sv, const struct mpress_profile *p,
@@ -480,7 +513,15 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     if (sret != GLP_OPT)
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (status %d)", sret);
     double root_bound = glp_get_obj_val(m->lp);
+    sv->cb.node_limit = o->node_limit;
+    long ls_nodes = 0;
+    if (sv->cb.heur) {
+        ls_nodes = local_search(sv, in, o);
+        if (o->node_limit > 0)
+            sv->cb.node_limit = o->node_limit - ls_nodes > 1 ? o->node_limit - ls_nodes : 1;
+    }
     int ret = intopt(sv, in, o);
+    sv->cb.nodes += ls_nodes;
     int status = glp_mip_status(m->lp);
     if (status != GLP_OPT && status != GLP_FEAS && warm) {
         /* GLPK's bound is only a bound when it has not declared the MILP infeasible. */

@@ -8,7 +8,7 @@
 
 /* GLPK accepts a heuristic solution after checking only its integrality and bounds: check the
  * rows too, so that a bad warm start can never become the incumbent. */
-static int vector_feasible(glp_prob *lp, const double *x)
+int ilp_vector_feasible(glp_prob *lp, const double *x)
 {
     int n = glp_get_num_cols(lp), ok = 1;
     int *ind = malloc(sizeof(int) * (size_t)(n + 1));
@@ -157,7 +157,7 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
         }
     }
     glp_delete_prob(cp);
-    if (x && !vector_feasible(lp, x)) {
+    if (x && !ilp_vector_feasible(lp, x)) {
         free(x);
         x = NULL;
     }
