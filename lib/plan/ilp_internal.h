@@ -144,20 +144,21 @@ int ilp_vector_feasible(glp_prob *lp, const double *x);
 
 /* ---- local search (ilp_lns.c) --------------------------------------------------------- */
 
-/* Node budgets of the local search: all of it, the warm start's own partition, each move. */
+/* Node budgets of the local search: all of it, the warm start's own partition, each search
+ * within box_delta blocks of the best partition (at most box_rounds of them). */
 struct ilp_ls_budget {
-    long nodes, first_nodes, move_nodes;
-    int rounds;
+    long nodes, first_nodes, box_nodes;
+    int box_delta, box_rounds;
 };
 
 struct ilp_ls_stats {
-    int solves, moves, rounds;
+    int solves, moves; /* restricted MILPs solved; re-centrings on a faster plan */
     long nodes;
     double start, found; /* MILP objectives of the start and of the best plan found */
 };
 
 /* The restricted MILPs around start (a checked solution vector of lp): its partition, then
- * stage boundaries moved one block at a time (ilp_lns.c explains). The best plan found when it
+ * every stage boundary within box_delta blocks of the best (ilp_lns.c explains). The best plan found when it
  * is faster than start (malloc'd vector), else NULL. */
 double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols *c,
                          const double *start, const struct ilp_ls_budget *bud,

@@ -3,12 +3,13 @@
  * The full MILP's relaxation balances fractional layers across stages, so on large models its
  * search spends thousands of nodes without finding a plan better than the warm start. With the
  * partition (and on direct fabrics the mapping) fixed, what is left (action counts, D2D split,
- * optimizer placement) has a tight relaxation and solves in a few nodes. The search therefore
- * first solves that restricted MILP on the warm start's partition, then moves one stage
- * boundary by one block at a time, keeping a move when its restricted MILP, cut off at the best
- * plan so far, finds a faster plan; the best plan found becomes the full search's first
- * incumbent. Every solution of a restricted MILP is one of the full MILP, so this never loses a
- * plan, and only node budgets stop it: the result does not depend on the machine. */
+ * optimizer placement) has a tight relaxation and solves in a few hundred nodes. The search
+ * therefore first solves that restricted MILP on the warm start's partition and mapping, then
+ * the MILP with every stage boundary free to move by one block around the best plan's (the
+ * mapping still fixed), from that plan, re-centred while it finds a faster one; the best plan
+ * found becomes the full search's first incumbent. Every solution of a restricted MILP is one
+ * of the full MILP, so this never loses a plan, and only node budgets stop it: the result does
+ * not depend on the machine. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,42 +52,34 @@ static void partition_of(const struct inst *in, const struct cols *c, const doub
     u[in->N - 1] = in->B;
 }
 
-/* Whether u is a partition the MILP allows: nondecreasing prefixes, empty slots only before
- * the first used one, the last slot used. */
-static int partition_ok(const struct inst *in, const int *u)
-{
-    for (int k = 0; k < in->N; k++) {
-        int prev = k ? u[k - 1] : 0;
-        if (u[k] < prev || u[k] > in->B || (k + 1 < in->N && u[k] > in->B - 1))
-            return 0;
-        if (k >= 1 && u[k] > 0 && u[k] == prev)
-            return 0;
-    }
-    return 1;
-}
-
 static void fix_col(glp_prob *lp, int col, double v)
 {
     if (col)
         glp_set_col_bnds(lp, col, GLP_FX, v, v);
 }
 
-/* Fixes the partition columns of lp to u, and the mapping to that of x when it is decided. */
+/* Bounds the partition columns of lp to within delta blocks of u at every slot boundary
+ * (delta 0: fixed to u), and fixes the mapping to that of x when it is decided. */
 static void fix_partition(glp_prob *lp, const struct inst *in, const struct cols *c,
-                          const int *u, const double *x)
+                          const int *u, int delta, const double *x)
 {
     const int N = in->N, NR = in->NR;
     for (int r = 0; r < NR; r++) {
-        int prev = 0;
+        int prev = 0, len = in->run_len[r];
         for (int k = 0; k < N; k++) {
-            int w = u[k] - in->run_first[r];
-            w = w < 0 ? 0 : w > in->run_len[r] ? in->run_len[r] : w;
-            if (k + 1 < N) {
-                fix_col(lp, c->w[IX2(k, r, NR)], w);
-                fix_col(lp, c->f[IX2(k, r, NR)], w > 0);
+            int lo = u[k] - delta - in->run_first[r], hi = u[k] + delta - in->run_first[r];
+            lo = lo < 0 ? 0 : lo > len ? len : lo;
+            hi = hi < 0 ? 0 : hi > len ? len : hi;
+            int col = k + 1 < N ? c->w[IX2(k, r, NR)] : 0;
+            if (delta == 0) {
+                fix_col(lp, col, lo);
+                if (k + 1 < N)
+                    fix_col(lp, c->f[IX2(k, r, NR)], lo > 0);
+                fix_col(lp, c->ct[IX2(k, r, NR)], lo > prev);
+                prev = lo;
+            } else if (col) {
+                glp_set_col_bnds(lp, col, lo == hi ? GLP_FX : GLP_DB, lo, hi);
             }
-            fix_col(lp, c->ct[IX2(k, r, NR)], w > prev);
-            prev = w;
         }
     }
     if (in->mapped)
@@ -132,17 +125,18 @@ static double objective_of(glp_prob *lp, const double *x)
     return z;
 }
 
-/* The restricted MILP of lp on partition u (and x's mapping), cut off below `best`, within
- * `nodes` nodes; start: an incumbent to offer (a solution on u), or NULL. Returns the best
- * plan it finds as a checked vector of lp, or NULL; *used: the nodes it took. */
+/* The restricted MILP of lp on partition u, or within delta blocks of it (fix_partition),
+ * with x's mapping, cut off at objective `cutoff`, within `nodes` nodes; start: an incumbent to
+ * offer (a solution inside the restriction), or NULL. Returns the best plan it finds below the
+ * cut-off as a checked vector of lp, or NULL; *used: the nodes it took. */
 static double *solve_restricted(glp_prob *lp, const struct inst *in, const struct cols *c,
-                                const int *u, const double *x, const double *start,
-                                double best, long nodes, int mapped_settings, long *used)
+                                const int *u, int delta, const double *x, const double *start,
+                                double cutoff, long nodes, int mapped_settings, long *used)
 {
     int n = glp_get_num_cols(lp);
     glp_prob *cp = glp_create_prob();
     glp_copy_prob(cp, lp, GLP_OFF);
-    fix_partition(cp, in, c, u, x);
+    fix_partition(cp, in, c, u, delta, x);
     /* The cut-off: only plans faster than the best so far are of use. */
     int *ind = malloc(sizeof(int) * (size_t)(n + 1));
     double *val = malloc(sizeof(double) * (size_t)(n + 1));
@@ -158,7 +152,7 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
             val[len] = glp_get_obj_coef(cp, j);
         }
     int row = glp_add_rows(cp, 1);
-    glp_set_row_bnds(cp, row, GLP_UP, 0, best * (1 - 1e-6) - glp_get_obj_coef(cp, 0));
+    glp_set_row_bnds(cp, row, GLP_UP, 0, cutoff - glp_get_obj_coef(cp, 0));
     glp_set_mat_row(cp, row, len, ind, val);
     glp_smcp sp;
     glp_init_smcp(&sp);
@@ -175,19 +169,6 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
     parm.br_tech = mapped_settings ? GLP_BR_PCH : GLP_BR_DTH;
     parm.gmi_cuts = GLP_ON;
     parm.mir_cuts = parm.cov_cuts = mapped_settings ? GLP_OFF : GLP_ON;
-    const char *e = getenv("MPRESS_LS_SET");
-    if (e && *e == 'd')
-        parm.br_tech = GLP_BR_DTH;
-    if (e && *e == 'p')
-        parm.br_tech = GLP_BR_PCH;
-    if (e && e[1] == 'c')
-        parm.mir_cuts = parm.gmi_cuts = parm.cov_cuts = GLP_ON;
-    if (e && e[1] == 'g')
-        parm.gmi_cuts = GLP_ON;
-    if (e && e[1] == 'm')
-        parm.mir_cuts = GLP_ON;
-    parm.bt_tech = GLP_BT_BLB;
-    parm.tol_int = 1e-10;
     parm.cb_func = sub_callback;
     parm.cb_info = &cb;
     glp_intopt(cp, &parm);
@@ -202,6 +183,10 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
             v = complete_vector(lp, y);
             free(y);
         }
+    }
+    if (v && objective_of(lp, v) >= cutoff) { /* the start itself, or no better */
+        free(v);
+        v = NULL;
     }
 out:
     free(ind);
@@ -228,8 +213,8 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
     partition_of(in, c, best, u);
     long left = bud->nodes, used;
     /* The warm start's own partition first, from the warm start. */
-    double *v = solve_restricted(lp, in, c, u, best, best, zbest, bud->first_nodes, in->mapped,
-                                 &used);
+    double *v = solve_restricted(lp, in, c, u, 0, best, best, zbest * (1 - 1e-6),
+                                 bud->first_nodes, in->mapped, &used);
     left -= used;
     st->solves++;
     if (v) {
@@ -238,36 +223,22 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
         zbest = objective_of(lp, best);
         improved = 1;
     }
-    /* Then one boundary by one block at a time, first improvement, until a whole round of
-     * moves finds nothing or the budget is spent. */
-    for (int round = 0, moved = 1; moved && round < bud->rounds && left > 0; round++) {
-        moved = 0;
-        for (int k = 0; k + 1 < N && left > 0; k++)
-            for (int d = -1; d <= 1 && left > 0; d += 2) {
-                int t[MPRESS_MAX_GPUS];
-                memcpy(t, u, sizeof(t));
-                t[k] += d;
-                if (!partition_ok(in, t))
-                    continue;
-                long lim = bud->move_nodes < left ? bud->move_nodes : left;
-                v = solve_restricted(lp, in, c, t, best, NULL, zbest, lim, in->mapped, &used);
-                left -= used > 0 ? used : 1;
-                st->solves++;
-                if (!v)
-                    continue;
-                double z = objective_of(lp, v);
-                if (z < zbest * (1 - 1e-9)) {
-                    free(best);
-                    best = v;
-                    zbest = z;
-                    memcpy(u, t, sizeof(u));
-                    improved = moved = 1;
-                    st->moves++;
-                } else {
-                    free(v);
-                }
-            }
-        st->rounds = round + 1;
+    /* Then every boundary within delta blocks of the best plan's, from it, while that finds a
+     * plan faster by 0.01 % at least (each search re-centred on the last one's plan). */
+    for (int it = 0; bud->box_delta > 0 && it < bud->box_rounds && left > 1; it++) {
+        long lim = bud->box_nodes < left ? bud->box_nodes : left;
+        v = solve_restricted(lp, in, c, u, bud->box_delta, best, best, zbest * (1 - 1e-4), lim,
+                             in->mapped, &used);
+        left -= used > 0 ? used : 1;
+        st->solves++;
+        if (!v)
+            break;
+        free(best);
+        best = v;
+        zbest = objective_of(lp, best);
+        partition_of(in, c, best, u);
+        improved = 1;
+        st->moves++;
     }
     st->nodes = bud->nodes - left;
     st->found = zbest;

@@ -442,31 +442,25 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
     return need > have;
 }
 
-/* The local search around the warm start (ilp_lns.c) within a share of the node limit: 3/5
- * of it (at most 3000 nodes), half of the limit for the warm start's own partition. Its plan,
- * when faster, replaces the warm start as the first incumbent. Returns the nodes it took. */
+/* The local search around the warm start (ilp_lns.c) within 3/5 of the node limit (at most
+ * 3000 nodes): up to 2/5 of the limit on the warm start's own partition, up to 1/5 per search
+ * with every stage boundary within one block of the best partition's. Its
+ * plan, when faster, replaces the warm start as the first incumbent, and branch and bound gets
+ * the rest of the limit. Measured on the planner benchmark (docs/benchmarks.md, "Planner").
+ * Returns the nodes it took. */
 static long local_search(struct solve *sv, const struct inst *in,
                          const struct mpress_plan_options *o)
 {
-    long lim = o->node_limit > 0 ? o->node_limit : 5000;
-    struct ilp_ls_budget bud = {.nodes = lim * 3 / 5 < 3000 ? lim * 3 / 5 : 3000,
-                                .first_nodes = lim / 2 < 2500 ? lim / 2 : 2500,
-                                .move_nodes = 20,
-                                .rounds = 20};
-    const char *e;
-    if ((e = getenv("MPRESS_LS_NODES")))
-        bud.nodes = atol(e);
-    if ((e = getenv("MPRESS_LS_FIRST")))
-        bud.first_nodes = atol(e);
-    if ((e = getenv("MPRESS_LS_MOVE")))
-        bud.move_nodes = atol(e);
+    long lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
+    struct ilp_ls_budget bud = {.nodes = lim * 3 / 5,
+                                .first_nodes = lim * 2 / 5,
+                                .box_nodes = lim / 5,
+                                .box_delta = 1,
+                                .box_rounds = 3};
     if (bud.first_nodes < 2)
         return 0;
     struct ilp_ls_stats ls;
     double *better = ilp_local_search(sv->m.lp, in, &sv->cols, sv->cb.heur, &bud, &ls);
-    if (getenv("MPRESS_LS_DEBUG"))
-        fprintf(stderr, "local search: %d solves, %d moves, %d rounds, %ld nodes, %.4f -> %.4f\n",
-                ls.solves, ls.moves, ls.rounds, ls.nodes, ls.start, ls.found);
     if (better) {
         free(sv->cb.heur);
         sv->cb.heur = better;
