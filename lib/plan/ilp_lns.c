@@ -61,7 +61,7 @@ static void fix_col(glp_prob *lp, int col, double v)
 /* Bounds the partition columns of lp to within delta blocks of u at every slot boundary
  * (delta 0: fixed to u), and fixes the mapping to that of x when it is decided. */
 static void fix_partition(glp_prob *lp, const struct inst *in, const struct cols *c,
-                          const int *u, int delta, const double *x)
+                          const int *u, int delta, int free_map, const double *x)
 {
     const int N = in->N, NR = in->NR;
     for (int r = 0; r < NR; r++) {
@@ -82,7 +82,7 @@ static void fix_partition(glp_prob *lp, const struct inst *in, const struct cols
             }
         }
     }
-    if (in->mapped)
+    if (in->mapped && !free_map)
         for (int k = 0; k < N; k++)
             for (int g = 0; g < N; g++)
                 fix_col(lp, c->x[IX2(k, g, N)], x[c->x[IX2(k, g, N)]] > 0.5);
@@ -130,13 +130,14 @@ static double objective_of(glp_prob *lp, const double *x)
  * offer (a solution inside the restriction), or NULL. Returns the best plan it finds below the
  * cut-off as a checked vector of lp, or NULL; *used: the nodes it took. */
 static double *solve_restricted(glp_prob *lp, const struct inst *in, const struct cols *c,
-                                const int *u, int delta, const double *x, const double *start,
-                                double cutoff, long nodes, int mapped_settings, long *used)
+                                const int *u, int delta, int free_map, const double *x,
+                                const double *start, double cutoff, long nodes,
+                                int mapped_settings, long *used)
 {
     int n = glp_get_num_cols(lp);
     glp_prob *cp = glp_create_prob();
     glp_copy_prob(cp, lp, GLP_OFF);
-    fix_partition(cp, in, c, u, delta, x);
+    fix_partition(cp, in, c, u, delta, free_map, x);
     /* The cut-off: only plans faster than the best so far are of use. */
     int *ind = malloc(sizeof(int) * (size_t)(n + 1));
     double *val = malloc(sizeof(double) * (size_t)(n + 1));
@@ -213,7 +214,7 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
     partition_of(in, c, best, u);
     long left = bud->nodes, used;
     /* The warm start's own partition first, from the warm start. */
-    double *v = solve_restricted(lp, in, c, u, 0, best, best, zbest * (1 - 1e-6),
+    double *v = solve_restricted(lp, in, c, u, 0, 0, best, best, zbest * (1 - 1e-6),
                                  bud->first_nodes, in->mapped, &used);
     left -= used;
     st->solves++;
@@ -223,22 +224,34 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
         zbest = objective_of(lp, best);
         improved = 1;
     }
-    /* Then every boundary within delta blocks of the best plan's, from it, while that finds a
-     * plan faster by 0.01 % at least (each search re-centred on the last one's plan). */
-    for (int it = 0; bud->box_delta > 0 && it < bud->box_rounds && left > 1; it++) {
-        long lim = bud->box_nodes < left ? bud->box_nodes : left;
-        v = solve_restricted(lp, in, c, u, bud->box_delta, best, best, zbest * (1 - 1e-4), lim,
-                             in->mapped, &used);
+    /* Then, from the best plan: every boundary within delta blocks of its partition (the
+     * mapping fixed), and on direct fabrics its partition with the mapping free; each search
+     * that finds a plan faster by 0.01 % at least re-centres the next on it, a box that finds
+     * none is doubled, until the budget or the rounds are spent or delta passes its cap. */
+    int delta = bud->box_delta, map_tried = !in->mapped;
+    for (int it = 0; delta > 0 && delta <= bud->box_max && it < bud->box_rounds && left > 1;
+         it++) {
+        int by_map = !map_tried && it > 0;
+        long lim = by_map ? bud->map_nodes : bud->box_nodes;
+        lim = lim < left ? lim : left;
+        v = solve_restricted(lp, in, c, u, by_map ? 0 : delta, by_map, best, best,
+                             zbest * (1 - 1e-4), lim, in->mapped, &used);
         left -= used > 0 ? used : 1;
         st->solves++;
-        if (!v)
-            break;
+        if (!v) {
+            if (by_map)
+                map_tried = 1;
+            else
+                delta *= 2;
+            continue;
+        }
         free(best);
         best = v;
         zbest = objective_of(lp, best);
         partition_of(in, c, best, u);
         improved = 1;
         st->moves++;
+        map_tried = !in->mapped || by_map;
     }
     st->nodes = bud->nodes - left;
     st->found = zbest;

@@ -442,12 +442,12 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
     return need > have;
 }
 
-/* The local search around the warm start (ilp_lns.c) within 3/5 of the node limit (at most
- * 3000 nodes): up to 2/5 of the limit on the warm start's own partition, up to 1/5 per search
- * with every stage boundary within one block of the best partition's. Its
- * plan, when faster, replaces the warm start as the first incumbent, and branch and bound gets
- * the rest of the limit. Measured on the planner benchmark (docs/benchmarks.md, "Planner").
- * Returns the nodes it took. */
+/* The local search around the warm start (ilp_lns.c) within 3/5 of the node limit L (L at
+ * most 5000): up to 2/5 L on the warm start's own partition and mapping, then up to 1/5 L per
+ * search with every stage boundary within 1, then 2, blocks of the best plan's, and on direct
+ * fabrics up to L/10 with the best partition and the mapping free. Its plan, when faster,
+ * replaces the warm start as the first incumbent. Measured on the planner benchmark
+ * (docs/benchmarks.md, "Planner"). Returns the nodes it took. */
 static long local_search(struct solve *sv, const struct inst *in,
                          const struct mpress_plan_options *o)
 {
@@ -456,7 +456,9 @@ static long local_search(struct solve *sv, const struct inst *in,
                                 .first_nodes = lim * 2 / 5,
                                 .box_nodes = lim / 5,
                                 .box_delta = 1,
-                                .box_rounds = 3};
+                                .box_max = 2,
+                                .map_nodes = lim / 10,
+                                .box_rounds = 8};
     if (bud.first_nodes < 2)
         return 0;
     struct ilp_ls_stats ls;
@@ -507,13 +509,9 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     if (sret != GLP_OPT)
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (status %d)", sret);
     double root_bound = glp_get_obj_val(m->lp);
+    /* The local search's nodes come on top of the limit: branch and bound gets all of it. */
     sv->cb.node_limit = o->node_limit;
-    long ls_nodes = 0;
-    if (sv->cb.heur) {
-        ls_nodes = local_search(sv, in, o);
-        if (o->node_limit > 0)
-            sv->cb.node_limit = o->node_limit - ls_nodes > 1 ? o->node_limit - ls_nodes : 1;
-    }
+    long ls_nodes = sv->cb.heur ? local_search(sv, in, o) : 0;
     int ret = intopt(sv, in, o);
     sv->cb.nodes += ls_nodes;
     int status = glp_mip_status(m->lp);
