@@ -200,14 +200,13 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
                          const double *start, const struct ilp_ls_budget *bud,
                          struct ilp_ls_stats *st)
 {
-    const int N = in->N, n = glp_get_num_cols(lp);
+    const int N = in->N;
     memset(st, 0, sizeof(*st));
     if (N < 2 || !start)
         return NULL;
-    double *best = malloc(sizeof(double) * (size_t)(n + 1));
+    double *best = complete_vector(lp, start);
     if (!best)
         return NULL;
-    memcpy(best, start, sizeof(double) * (size_t)(n + 1));
     double zbest = objective_of(lp, best);
     st->start = zbest;
     int u[MPRESS_MAX_GPUS], improved = 0;

@@ -40,7 +40,21 @@ struct cb_ctx {
     int stopped_by_nodes;
     double *heur;       /* a warm-start solution (1-based column values), or NULL */
     int heur_given;     /* heur has been offered to GLPK */
+    /* The local search (ilp_lns.c), run once from the callback when the gap is still open
+     * after LS_AFTER nodes: on a copy of the problem made before the search (the tree's own
+     * problem carries the node's bounds and cuts). */
+    glp_prob *orig;
+    const struct inst *in;
+    const struct cols *cols;
+    int ls_done;
+    long ls_nodes;
 };
+
+/* Nodes of branch and bound before the local search: enough for the bound to rise from the
+ * root's, so that cases that close the gap in a few hundred nodes never pay for it. */
+#define LS_AFTER 200
+
+static void run_local_search(glp_tree *tree, struct cb_ctx *c);
 
 static void ilp_callback(glp_tree *tree, void *info)
 {
@@ -49,6 +63,13 @@ static void ilp_callback(glp_tree *tree, void *info)
     if (reason == GLP_IHEUR && c->heur && !c->heur_given) {
         glp_ios_heur_sol(tree, c->heur);
         c->heur_given = 1;
+        return;
+    }
+    if (reason == GLP_IHEUR && c->orig && !c->ls_done) {
+        int a_cnt, n_cnt, t_cnt;
+        glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
+        if (t_cnt >= LS_AFTER)
+            run_local_search(tree, c);
         return;
     }
     if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
@@ -76,12 +97,12 @@ static void ilp_callback(glp_tree *tree, void *info)
 
 /* ---- solution to assignment ---------------------------------------------------------- */
 
-#define VAL(col) ((col) ? glp_mip_col_val(lp, (col)) : 0.0)
+#define VAL(col) ((col) ? x[(col)] : 0.0)
 
 /* Slot k's actions per class, in profile order: recompute, host swap, then D2D. Returns the
  * bytes the stage sends by D2D, or -1 when memory runs out. */
 static int64_t extract_actions(const struct mpress_profile *p, const struct inst *in,
-                               const struct cols *c, glp_prob *lp, int k, int j0,
+                               const struct cols *c, const double *x, int k, int j0,
                                const struct mpress_plan_stage *st, struct mpress_assignment *a)
 {
     const int C = in->C;
@@ -121,7 +142,7 @@ static int64_t extract_actions(const struct mpress_profile *p, const struct inst
 
 /* D2D byte targets per peer of slot k, integer, summing to dsum. */
 static int extract_targets(const struct mpress_topology *topo, const struct inst *in,
-                           const struct cols *c, glp_prob *lp, int k, int gpu, int64_t dsum,
+                           const struct cols *c, const double *x, int k, int gpu, int64_t dsum,
                            int64_t *target)
 {
     const int G = in->N;
@@ -212,7 +233,7 @@ static int stripe_d2d(const struct mpress_profile *p, const struct mpress_topolo
 
 /* Maps the MILP solution back to an assignment. */
 static int extract(const struct mpress_profile *p, const struct mpress_topology *topo,
-                   const struct inst *in, const struct cols *c, glp_prob *lp,
+                   const struct inst *in, const struct cols *c, const double *x,
                    struct mpress_assignment *a)
 {
     const int N = in->N, B = in->B, G = N;
@@ -241,9 +262,9 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
         int j0 = 0;
         for (int i = 0; i < st->first_op; i++)
             j0 += p->ops[i].n_tensors;
-        int64_t dsum = extract_actions(p, in, c, lp, k, j0, st, a);
+        int64_t dsum = extract_actions(p, in, c, x, k, j0, st, a);
         int64_t target[MPRESS_MAX_GPUS] = {0};
-        if (dsum < 0 || extract_targets(topo, in, c, lp, k, st->gpu, dsum, target) ||
+        if (dsum < 0 || extract_targets(topo, in, c, x, k, st->gpu, dsum, target) ||
             stripe_d2d(p, topo, G, st, j0, dsum, target, a))
             return -1;
         prev_end = last;
@@ -442,16 +463,23 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
     return need > have;
 }
 
-/* The local search around the warm start (ilp_lns.c) within 3/5 of the node limit L (L at
- * most 5000): up to 2/5 L on the warm start's own partition and mapping, then up to 1/5 L per
- * search with every stage boundary within 1, then 2, blocks of the best plan's, and on direct
- * fabrics up to L/10 with the best partition and the mapping free. Its plan, when faster,
- * replaces the warm start as the first incumbent. Measured on the planner benchmark
- * (docs/benchmarks.md, "Planner"). Returns the nodes it took. */
-static long local_search(struct solve *sv, const struct inst *in,
-                         const struct mpress_plan_options *o)
+/* The local search (ilp_lns.c) from the incumbent, when the gap is still above the limit,
+ * within 3/5 of the node limit L (L at most 5000): up to 2/5 L on the incumbent's own partition
+ * and mapping, then up to 1/5 L per search with every stage boundary within 1, then 2, blocks
+ * of the best plan's, and on direct fabrics up to L/10 with the best partition and the mapping
+ * free. Its plan, when faster, becomes the incumbent. Measured on the planner benchmark
+ * (docs/benchmarks.md, "Planner"). */
+static void run_local_search(glp_tree *tree, struct cb_ctx *c)
 {
-    long lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
+    c->ls_done = 1;
+    glp_prob *lp = glp_ios_get_prob(tree);
+    int best = glp_ios_best_node(tree);
+    if (glp_mip_status(lp) != GLP_FEAS && glp_mip_status(lp) != GLP_OPT)
+        return;
+    double inc = glp_mip_obj_val(lp), bound = best ? glp_ios_node_bound(tree, best) : 0;
+    if (inc <= 0 || (inc - bound) / inc <= c->o->mip_gap)
+        return;
+    long lim = c->o->node_limit > 0 && c->o->node_limit < 5000 ? c->o->node_limit : 5000;
     struct ilp_ls_budget bud = {.nodes = lim * 3 / 5,
                                 .first_nodes = lim * 2 / 5,
                                 .box_nodes = lim / 5,
@@ -459,15 +487,34 @@ static long local_search(struct solve *sv, const struct inst *in,
                                 .box_max = 2,
                                 .map_nodes = lim / 10,
                                 .box_rounds = 8};
-    if (bud.first_nodes < 2)
-        return 0;
+    int n = glp_get_num_cols(lp);
+    double *start = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!start)
+        return;
+    start[0] = 0;
+    for (int j = 1; j <= n; j++)
+        start[j] = glp_mip_col_val(lp, j);
     struct ilp_ls_stats ls;
-    double *better = ilp_local_search(sv->m.lp, in, &sv->cols, sv->cb.heur, &bud, &ls);
-    if (better) {
-        free(sv->cb.heur);
-        sv->cb.heur = better;
-    }
-    return ls.nodes;
+    double *better = ilp_local_search(c->orig, c->in, c->cols, start, &bud, &ls);
+    c->ls_nodes = ls.nodes;
+    if (better)
+        glp_ios_heur_sol(tree, better);
+    free(better);
+    free(start);
+}
+
+/* The solution of the finished search (1-based column values, malloc'd), or NULL when memory
+ * runs out. */
+static double *solution(glp_prob *lp)
+{
+    int n = glp_get_num_cols(lp);
+    double *x = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!x)
+        return NULL;
+    x[0] = 0;
+    for (int j = 1; j <= n; j++)
+        x[j] = glp_mip_col_val(lp, j);
+    return x;
 }
 
 /* Builds, solves and extracts inside GLPK's error guard (set by the caller). warm: the warm
@@ -511,9 +558,14 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     double root_bound = glp_get_obj_val(m->lp);
     /* The local search's nodes come on top of the limit: branch and bound gets all of it. */
     sv->cb.node_limit = o->node_limit;
-    long ls_nodes = sv->cb.heur ? local_search(sv, in, o) : 0;
+    if (o->node_limit <= 0 || o->node_limit >= 5) {
+        sv->cb.orig = glp_create_prob();
+        glp_copy_prob(sv->cb.orig, m->lp, GLP_OFF);
+        sv->cb.in = in;
+        sv->cb.cols = &sv->cols;
+    }
     int ret = intopt(sv, in, o);
-    sv->cb.nodes += ls_nodes;
+    sv->cb.nodes += sv->cb.ls_nodes;
     int status = glp_mip_status(m->lp);
     if (status != GLP_OPT && status != GLP_FEAS && warm) {
         /* GLPK's bound is only a bound when it has not declared the MILP infeasible. */
@@ -537,7 +589,12 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
                                 "the solver stopped (%s) before finding any plan",
                                 ret == GLP_ETMLIM ? "time limit" : "node limit");
     solve_stats(sv, o, ret, status, stats);
-    if (extract(p, topo, in, &sv->cols, m->lp, out))
+    double *x = solution(m->lp);
+    if (!x)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    int xrc = extract(p, topo, in, &sv->cols, x, out);
+    free(x);
+    if (xrc)
         return mpress_error_set(err, MPRESS_ESYSTEM, "cannot map the MILP solution back to a plan");
     /* A warm start GLPK never saw (its vector did not pass the MILP's rows, e.g. within the
      * memory margin) may still beat the MILP's plan: the answer is never slower than it. */
@@ -562,6 +619,8 @@ static void solve_reset(struct solve *sv)
     ilp_cols_free(&sv->cols);
     free(sv->sym.perm);
     free(sv->cb.heur);
+    if (sv->cb.orig)
+        glp_delete_prob(sv->cb.orig);
     memset(sv, 0, sizeof(*sv));
 }
 
@@ -614,6 +673,7 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
          * is tried once more with other branching (intopt), then the start is the answer. */
         glp_free_env();
         sv->m.lp = NULL;
+        sv->cb.orig = NULL;
         int next = sv->attempt + 1;
         solve_reset(sv);
         sv->attempt = next;
