@@ -65,7 +65,7 @@ static void ilp_callback(glp_tree *tree, void *info)
         c->heur_given = 1;
         return;
     }
-    if (reason == GLP_IHEUR && c->orig && !c->ls_done) {
+    if (reason == GLP_IHEUR && c->orig && c->heur && !c->ls_done) {
         int a_cnt, n_cnt, t_cnt;
         glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
         if (t_cnt >= LS_AFTER)
@@ -463,8 +463,9 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
     return need > have;
 }
 
-/* The local search (ilp_lns.c) from the incumbent, when the gap is still above the limit,
- * within 3/5 of the node limit L (L at most 5000): up to 2/5 L on the incumbent's own partition
+/* The local search (ilp_lns.c) from the warm start (the first incumbent: a search from a later
+ * one found slower plans on the benchmark), when the gap is still above the limit, within 3/5
+ * of the node limit L (L at most 5000): up to 2/5 L on the incumbent's own partition
  * and mapping, then up to 1/5 L per search with every stage boundary within 1, then 2, blocks
  * of the best plan's, and on direct fabrics up to L/10 with the best partition and the mapping
  * free. Its plan, when faster, becomes the incumbent. Measured on the planner benchmark
@@ -487,20 +488,12 @@ static void run_local_search(glp_tree *tree, struct cb_ctx *c)
                                 .box_max = 2,
                                 .map_nodes = lim / 10,
                                 .box_rounds = 8};
-    int n = glp_get_num_cols(lp);
-    double *start = malloc(sizeof(double) * (size_t)(n + 1));
-    if (!start)
-        return;
-    start[0] = 0;
-    for (int j = 1; j <= n; j++)
-        start[j] = glp_mip_col_val(lp, j);
     struct ilp_ls_stats ls;
-    double *better = ilp_local_search(c->orig, c->in, c->cols, start, &bud, &ls);
+    double *better = ilp_local_search(c->orig, c->in, c->cols, c->heur, &bud, &ls);
     c->ls_nodes = ls.nodes;
-    if (better)
+    if (better && ls.found < inc)
         glp_ios_heur_sol(tree, better);
     free(better);
-    free(start);
 }
 
 /* The solution of the finished search (1-based column values, malloc'd), or NULL when memory
