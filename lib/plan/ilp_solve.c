@@ -36,25 +36,10 @@ struct cb_ctx {
     double bound;       /* best bound seen, MILP units (seconds) */
     double incumbent;
     long nodes;
-    long node_limit;    /* of this search (the local search's nodes taken off), 0: none */
     int stopped_by_nodes;
     double *heur;       /* a warm-start solution (1-based column values), or NULL */
     int heur_given;     /* heur has been offered to GLPK */
-    /* The local search (ilp_lns.c), run once from the callback when the gap is still open
-     * after LS_AFTER nodes: on a copy of the problem made before the search (the tree's own
-     * problem carries the node's bounds and cuts). */
-    glp_prob *orig;
-    const struct inst *in;
-    const struct cols *cols;
-    int ls_done;
-    long ls_nodes;
 };
-
-/* Nodes of branch and bound before the local search: enough for the bound to rise from the
- * root's, so that cases that close the gap in a few hundred nodes never pay for it. */
-#define LS_AFTER 200
-
-static void run_local_search(glp_tree *tree, struct cb_ctx *c);
 
 static void ilp_callback(glp_tree *tree, void *info)
 {
@@ -63,13 +48,6 @@ static void ilp_callback(glp_tree *tree, void *info)
     if (reason == GLP_IHEUR && c->heur && !c->heur_given) {
         glp_ios_heur_sol(tree, c->heur);
         c->heur_given = 1;
-        return;
-    }
-    if (reason == GLP_IHEUR && c->orig && c->heur && !c->ls_done) {
-        int a_cnt, n_cnt, t_cnt;
-        glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
-        if (t_cnt >= LS_AFTER)
-            run_local_search(tree, c);
         return;
     }
     if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
@@ -88,8 +66,8 @@ static void ilp_callback(glp_tree *tree, void *info)
     c->incumbent = inc;
     /* The root's heuristic call, which offers the warm start, comes after its selection: a
      * limit of one node still ends with the warm start as the incumbent. */
-    if (c->node_limit > 0 && t_cnt >= c->node_limit &&
-        (!c->heur || c->heur_given || t_cnt > c->node_limit)) {
+    if (c->o->node_limit > 0 && t_cnt >= c->o->node_limit &&
+        (!c->heur || c->heur_given || t_cnt > c->o->node_limit)) {
         c->stopped_by_nodes = 1;
         glp_ios_terminate(tree);
     }
@@ -282,6 +260,7 @@ struct solve {
     struct cols cols;
     struct sym sym;
     struct cb_ctx cb;
+    glp_prob *orig;     /* the problem before branch and bound, for the local search */
     int attempt;        /* 0: the measured settings; 1: after GLPK failed inside on them */
 };
 
@@ -463,43 +442,19 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
     return need > have;
 }
 
-/* The local search (ilp_lns.c) from the warm start (the first incumbent: a search from a later
- * one found slower plans on the benchmark), when the gap is still above the limit, within 3/5
- * of the node limit L (L at most 5000): up to 2/5 L on the incumbent's own partition
- * and mapping, then up to 1/5 L per search with every stage boundary within 1, then 2, blocks
- * of the best plan's, and on direct fabrics up to L/10 with the best partition and the mapping
- * free. Its plan, when faster, becomes the incumbent. Measured on the planner benchmark
- * (docs/benchmarks.md, "Planner"). */
-static void run_local_search(glp_tree *tree, struct cb_ctx *c)
+/* The solution of the finished search (1-based column values, malloc'd; NULL when memory runs
+ * out). When the search stopped with the gap above the limit, a local search (ilp_lns.c) from
+ * it, on a copy of the problem made before the search, within 3/5 of the node limit L (L at
+ * most 5000): up to 2/5 L on the plan's own partition and mapping, then up to L/5 per search
+ * with every stage boundary within 1, then 2, blocks of the best plan's, and on direct fabrics
+ * up to L/10 with the best partition and the mapping free. A faster plan it finds replaces the
+ * solution, with its objective and gap in stats (the bound stays the search's). It runs after
+ * branch and bound rather than before so that the search, and with it every plan that closes
+ * the gap, stays what it was without it (docs/benchmarks.md, "Planner"). */
+static double *solution(struct solve *sv, const struct inst *in,
+                        const struct mpress_plan_options *o, struct mpress_plan_solver *stats)
 {
-    c->ls_done = 1;
-    glp_prob *lp = glp_ios_get_prob(tree);
-    int best = glp_ios_best_node(tree);
-    if (glp_mip_status(lp) != GLP_FEAS && glp_mip_status(lp) != GLP_OPT)
-        return;
-    double inc = glp_mip_obj_val(lp), bound = best ? glp_ios_node_bound(tree, best) : 0;
-    if (inc <= 0 || (inc - bound) / inc <= c->o->mip_gap)
-        return;
-    long lim = c->o->node_limit > 0 && c->o->node_limit < 5000 ? c->o->node_limit : 5000;
-    struct ilp_ls_budget bud = {.nodes = lim * 3 / 5,
-                                .first_nodes = lim * 2 / 5,
-                                .box_nodes = lim / 5,
-                                .box_delta = 1,
-                                .box_max = 2,
-                                .map_nodes = lim / 10,
-                                .box_rounds = 8};
-    struct ilp_ls_stats ls;
-    double *better = ilp_local_search(c->orig, c->in, c->cols, c->heur, &bud, &ls);
-    c->ls_nodes = ls.nodes;
-    if (better && ls.found < inc)
-        glp_ios_heur_sol(tree, better);
-    free(better);
-}
-
-/* The solution of the finished search (1-based column values, malloc'd), or NULL when memory
- * runs out. */
-static double *solution(glp_prob *lp)
-{
+    glp_prob *lp = sv->m.lp;
     int n = glp_get_num_cols(lp);
     double *x = malloc(sizeof(double) * (size_t)(n + 1));
     if (!x)
@@ -507,6 +462,29 @@ static double *solution(glp_prob *lp)
     x[0] = 0;
     for (int j = 1; j <= n; j++)
         x[j] = glp_mip_col_val(lp, j);
+    long lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
+    struct ilp_ls_budget bud = {.nodes = lim * 3 / 5,
+                                .first_nodes = lim * 2 / 5,
+                                .box_nodes = lim / 5,
+                                .box_delta = 1,
+                                .box_max = 2,
+                                .map_nodes = lim / 10,
+                                .box_rounds = 8};
+    if (!sv->orig || stats->gap <= o->mip_gap || bud.first_nodes < 2)
+        return x;
+    struct ilp_ls_stats ls;
+    double *better = ilp_local_search(sv->orig, in, &sv->cols, x, &bud, &ls);
+    stats->nodes += ls.nodes;
+    if (better && ls.found < stats->objective * (1 - 1e-9)) {
+        free(x);
+        x = better;
+        stats->objective = ls.found;
+        if (stats->bound > stats->objective)
+            stats->bound = stats->objective;
+        stats->gap = (stats->objective - stats->bound) / stats->objective;
+    } else {
+        free(better);
+    }
     return x;
 }
 
@@ -549,16 +527,10 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     if (sret != GLP_OPT)
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (status %d)", sret);
     double root_bound = glp_get_obj_val(m->lp);
-    /* The local search's nodes come on top of the limit: branch and bound gets all of it. */
-    sv->cb.node_limit = o->node_limit;
-    if (o->node_limit <= 0 || o->node_limit >= 5) {
-        sv->cb.orig = glp_create_prob();
-        glp_copy_prob(sv->cb.orig, m->lp, GLP_OFF);
-        sv->cb.in = in;
-        sv->cb.cols = &sv->cols;
-    }
+    /* The problem as the local search after branch and bound needs it (the search adds cuts). */
+    sv->orig = glp_create_prob();
+    glp_copy_prob(sv->orig, m->lp, GLP_OFF);
     int ret = intopt(sv, in, o);
-    sv->cb.nodes += sv->cb.ls_nodes;
     int status = glp_mip_status(m->lp);
     if (status != GLP_OPT && status != GLP_FEAS && warm) {
         /* GLPK's bound is only a bound when it has not declared the MILP infeasible. */
@@ -582,7 +554,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
                                 "the solver stopped (%s) before finding any plan",
                                 ret == GLP_ETMLIM ? "time limit" : "node limit");
     solve_stats(sv, o, ret, status, stats);
-    double *x = solution(m->lp);
+    double *x = solution(sv, in, o, stats);
     if (!x)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
     int xrc = extract(p, topo, in, &sv->cols, x, out);
@@ -612,8 +584,8 @@ static void solve_reset(struct solve *sv)
     ilp_cols_free(&sv->cols);
     free(sv->sym.perm);
     free(sv->cb.heur);
-    if (sv->cb.orig)
-        glp_delete_prob(sv->cb.orig);
+    if (sv->orig)
+        glp_delete_prob(sv->orig);
     memset(sv, 0, sizeof(*sv));
 }
 
@@ -666,7 +638,7 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
          * is tried once more with other branching (intopt), then the start is the answer. */
         glp_free_env();
         sv->m.lp = NULL;
-        sv->cb.orig = NULL;
+        sv->orig = NULL;
         int next = sv->attempt + 1;
         solve_reset(sv);
         sv->attempt = next;
