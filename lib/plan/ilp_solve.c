@@ -443,7 +443,7 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
 }
 
 /* The solution of the finished search (1-based column values, malloc'd; NULL when memory runs
- * out). When the search stopped with the gap above the limit, a local search (ilp_lns.c) from
+ * out). When the search stopped before reaching the gap limit, a local search (ilp_lns.c) from
  * it, on a copy of the problem made before the search, within 3/5 of the node limit L (L at
  * most 5000): up to 2/5 L on the plan's own partition and mapping, then up to L/5 per search
  * with every stage boundary within 1, then 2, blocks of the best plan's, and on direct fabrics
@@ -470,7 +470,8 @@ static double *solution(struct solve *sv, const struct inst *in,
                                 .box_max = 2,
                                 .map_nodes = lim / 10,
                                 .box_rounds = 8};
-    if (!sv->orig || stats->gap <= o->mip_gap || bud.first_nodes < 2)
+    if (!sv->orig || strcmp(stats->status, "gap_reached") == 0 ||
+        strcmp(stats->status, "optimal") == 0 || stats->gap <= o->mip_gap || bud.first_nodes < 2)
         return x;
     struct ilp_ls_stats ls;
     double *better = ilp_local_search(sv->orig, in, &sv->cols, x, &bud, &ls);
