@@ -368,6 +368,41 @@ static void test_resume(void)
     rc = run_plan(&b, 1, "exec-part.ckpt", NULL, &err, NULL);
     CHECK_INT(rc, MPRESS_EINPUT);
     CHECK(strstr(err.text, "another model") != NULL);
+    /* a header length past the file's end (found by fuzz_checkpoint: the loader formed a
+     * pointer past its buffer, undefined behaviour that UBSan reports), and a header without
+     * its step, are refused */
+    static const char *const bad[2] = {"MPRESSCK\xff\xff\xff\xff\xff\xff\xff\xff{}",
+                                       NULL};
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen("exec-bad.ckpt", "wb");
+        CHECK(f != NULL);
+        if (!f)
+            break;
+        if (bad[k]) {
+            fwrite(bad[k], 1, strlen(bad[k]), f);
+        } else {
+            /* the valid checkpoint with no step (its key renamed: same header length); it
+             * used to load as step 0 */
+            size_t n = 0;
+            char *t = NULL;
+            CHECK(mpress_read_file("exec-part.ckpt", 0, &t, &n, &err) == 0);
+            char *s = NULL;
+            for (size_t i = 16; t && !s && i + 8 <= n; i++)
+                if (memcmp(t + i, "\"step\":2", 8) == 0)
+                    s = t + i;
+            CHECK(s != NULL);
+            if (s)
+                memcpy(s, "\"stop\"", 6);
+            fwrite(t, 1, n, f);
+            free(t);
+        }
+        fclose(f);
+        mpress_error_clear(&err);
+        rc = run_plan(&p, 1, "exec-bad.ckpt", NULL, &err, NULL);
+        CHECK_INT(rc, MPRESS_EINPUT);
+        fprintf(stderr, "bad checkpoint %d: %s\n", k, err.text);
+    }
+    remove("exec-bad.ckpt");
     remove("exec-through.ckpt");
     remove("exec-part.ckpt");
     remove("exec-resumed.ckpt");
