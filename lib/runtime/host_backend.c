@@ -156,8 +156,15 @@ static void path_of(struct host_be *b, int src, int dst, struct link_path *p)
     p->bytes_per_s = bw;
 }
 
-static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
-                   uint64_t bytes, struct mpress_error *err)
+/* A throttled copy holds the links of its path on one absolute clock (CLOCK_MONOTONIC): from
+ * when its task was ready or the last of them is free, whichever is later, for bytes / the
+ * slowest one's bandwidth. The copy returns at that end (clock_nanosleep to the absolute
+ * time), or at once when the end has passed. A sleep that overshoots therefore delays only
+ * its own copy's return: the next copy on the link starts at the link's free time, not at
+ * the late wake-up, and small copies queued behind each other are laid end to end in link
+ * time and returned together once the clock has passed them. */
+static int hb_copy_ready(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
+                         uint64_t bytes, double ready_s, struct mpress_error *err)
 {
     (void)err;
     struct host_be *b = ctx;
@@ -167,7 +174,7 @@ static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *s
         path_of(b, src_dev, dst_dev, &lp);
         if (lp.n && lp.bytes_per_s > 0) {
             pthread_mutex_lock(&b->link_lock);
-            double start = now_s();
+            double start = ready_s;
             for (int i = 0; i < lp.n; i++)
                 if (*lp.free_at[i] > start)
                     start = *lp.free_at[i];
@@ -179,13 +186,22 @@ static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *s
     }
     if (bytes)
         memmove(dst, src, (size_t)bytes);
-    double left = end > 0 ? end - now_s() : 0;
-    if (left > 0) {
-        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    if (end > now_s()) {
+        struct timespec ts = {(time_t)end, (long)((end - (double)(time_t)end) * 1e9)};
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
             ;
     }
     return 0;
+}
+
+static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
+                   uint64_t bytes, struct mpress_error *err)
+{
+    return hb_copy_ready(ctx, dst_dev, dst, src_dev, src, bytes, now_s(), err);
 }
 
 static int hb_upload(void *ctx, int dev, void *dst, const void *src, uint64_t bytes,
@@ -399,6 +415,7 @@ int mpress_host_backend_create(const struct mpress_plan *plan,
     out->alloc = hb_alloc;
     out->free = hb_free;
     out->copy = hb_copy;
+    out->copy_ready = hb_copy_ready;
     out->upload = hb_upload;
     out->download = hb_upload;
     out->zero = hb_zero;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "mpress/model.h"
@@ -585,6 +586,65 @@ static void test_throttle(void)
     mpress_plan_finish(&p);
 }
 
+/* Throttled copies keep link time on one absolute clock: 400 copies queued on one PCIe link,
+ * each 20 us of link time, all ready at once, end 8 ms of link time after the first starts.
+ * Before, each copy slept for its own 20 us from when it was called and every sleep's
+ * overshoot (at least the kernel's 50 us timer slack) added up: 400 x 70 us = 28 ms or more.
+ * The bound leaves 2 ms for the copies' own memmove and wake-ups. Also: a copy ready later
+ * than the link is free starts at its ready time, not before. */
+static void test_throttle_clock(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 2, "none", &p))
+        return;
+    const double bw = 1e8;
+    const uint64_t bytes = 2000;    /* 20 us at 1e8 B/s */
+    const int n = 400;
+    p.topology.pcie_bytes_per_s = bw;
+    for (int s = 0; s < p.topology.n_switches; s++)
+        p.topology.switches[s].uplink_bytes_per_s = 1e12;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {1};
+    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
+    CHECK_MSG(rc == 0 && be.copy_ready, "%s", err.text);
+    void *dev = NULL, *host = NULL;
+    if (!rc)
+        rc = be.alloc(be.ctx, 0, MPRESS_MEM_WORKING, bytes, "test", &dev, &err);
+    if (!rc)
+        rc = be.alloc(be.ctx, MPRESS_RT_HOST, MPRESS_MEM_PARKED, bytes, "test", &host, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    if (rc == 0) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        double t0 = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec;
+        for (int i = 0; i < n && !rc; i++)
+            rc = be.copy_ready(be.ctx, MPRESS_RT_HOST, host, 0, dev, bytes, t0, &err);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double t1 = (double)b.tv_sec + 1e-9 * (double)b.tv_nsec, ideal = n * (double)bytes / bw;
+        fprintf(stderr, "throttle clock: %d copies of %.0f us link time took %.4f s (link "
+                "time %.4f s)\n", n, 1e6 * (double)bytes / bw, t1 - t0, ideal);
+        CHECK_MSG(rc == 0 && t1 - t0 >= ideal && t1 - t0 < ideal + 0.002,
+                  "%d queued copies took %.4f s, link time %.4f s", n, t1 - t0, ideal);
+        /* a copy ready 5 ms from now (the link idle) returns no earlier than 5 ms + 20 us */
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        t0 = (double)a.tv_sec + 1e-9 * (double)a.tv_nsec;
+        rc = be.copy_ready(be.ctx, MPRESS_RT_HOST, host, 0, dev, bytes, t0 + 0.005, &err);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        t1 = (double)b.tv_sec + 1e-9 * (double)b.tv_nsec;
+        CHECK_MSG(rc == 0 && t1 - t0 >= 0.005 + (double)bytes / bw, "late copy after %.5f s",
+                  t1 - t0);
+    }
+    if (dev)
+        be.free(be.ctx, 0, MPRESS_MEM_WORKING, dev, bytes);
+    if (host)
+        be.free(be.ctx, MPRESS_RT_HOST, MPRESS_MEM_PARKED, host, bytes);
+    if (be.destroy)
+        be.destroy(be.ctx);
+    mpress_plan_finish(&p);
+}
+
 /* The executor follows the schedule: every task starts after all its predecessors ended, and
  * each queue runs its tasks one at a time in the schedule's order. Checked on the measured
  * start and end times of a step of plans with copies of every kind. */
@@ -608,14 +668,23 @@ static void check_order(const struct mpress_plan *p, const char *name)
     if (!rc) {
         const struct mpress_sched *s = mpress_exec_sched(x);
         const double *t = mpress_exec_task_times(x);
-        int n = mpress_sched_task_count(s), bad_edges = 0, bad_queue = 0, ran = 0;
+        const double *rd = mpress_exec_task_ready_times(x);
+        int n = mpress_sched_task_count(s), bad_edges = 0, bad_queue = 0, ran = 0, bad_ready = 0;
         for (int i = 0; i < n; i++) {
             ran += t[2 * i] >= 0 && t[2 * i + 1] >= t[2 * i];
             int np = 0;
             const int *pr = mpress_sched_preds(s, i, &np);
-            for (int k = 0; k < np; k++)
+            double last = 0;
+            for (int k = 0; k < np; k++) {
                 bad_edges += t[2 * i] < t[2 * pr[k] + 1];
+                if (t[2 * pr[k] + 1] > last)
+                    last = t[2 * pr[k] + 1];
+            }
+            /* ready: exactly when the last predecessor ended, and no later than the start */
+            bad_ready += rd[i] != last || rd[i] > t[2 * i];
         }
+        CHECK_MSG(bad_ready == 0, "%s: %d tasks' ready times are not their last predecessor's "
+                  "end", name, bad_ready);
         for (int q = 0; q < mpress_sched_queue_count(s); q++) {
             int nq = 0;
             const int *qt = mpress_sched_queue_tasks(s, q, &nq);
@@ -689,6 +758,7 @@ int main(void)
     test_out_of_memory();
     test_resume();
     test_throttle();
+    test_throttle_clock();
     test_order();
     test_one_device("gpt-tiny");
     test_one_device("bert-tiny");

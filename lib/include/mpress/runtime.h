@@ -77,6 +77,13 @@ struct mpress_backend {
     /* Copy between devices (or within one): the copy queue of a task calls it. */
     int (*copy)(void *ctx, int dst_dev, void *dst, int src_dev, const void *src, uint64_t bytes,
                 struct mpress_error *err);
+    /* Optional: the same copy for a task whose dependencies were all done at ready_s (seconds
+     * of CLOCK_MONOTONIC). A backend that emulates link time starts the copy on its links at
+     * that time or when they are free, whichever is later, rather than when the call comes,
+     * so that a late call (a thread woken late) does not delay the copies queued behind it.
+     * The executor calls it instead of copy when it is there. */
+    int (*copy_ready)(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
+                      uint64_t bytes, double ready_s, struct mpress_error *err);
     /* Host memory of the caller to / from device memory. */
     int (*upload)(void *ctx, int dev, void *dst, const void *src, uint64_t bytes,
                   struct mpress_error *err);
@@ -165,6 +172,10 @@ const struct mpress_sched *mpress_exec_sched(const struct mpress_exec *x);
 /* Start and end of each task of the last step, seconds from the step's start (the trace). */
 MPRESS_API
 const double *mpress_exec_task_times(const struct mpress_exec *x);
+/* When each task of the last step became ready (every predecessor ended), seconds from the
+ * step's start; 0 for a task without predecessors. */
+MPRESS_API
+const double *mpress_exec_task_ready_times(const struct mpress_exec *x);
 /* Bytes the run held beyond what the plan frees: stage inputs kept for a recompute whose
  * chain reaches into the previous stage (the plan frees them after their forward). */
 MPRESS_API
