@@ -633,9 +633,12 @@ static int lay_swaps(struct mpress_sched *s, struct layout *L, struct mpress_err
 }
 
 /* Each side of a tied weight sends its gradient to the other once its last backward of the
- * weight's op in the iteration is done; both steps wait for both copies (a step must not
- * fold the incoming gradient in before its own has left). The receive buffer lives until the
- * step's first task ends. */
+ * weight's op in the iteration is done and the receiving stage's backward pass is over (its
+ * last backward, of its first op, has ended), as Megatron-LM all-reduces the embedding
+ * gradients after the pipeline flush: the receive buffer then never meets the pass's
+ * activations and working set, only the model states (docs/cost-model.md, "Tied word
+ * embedding"). Both steps wait for both copies (a step must not fold the incoming gradient in
+ * before its own has left). The receive buffer lives until the step's first task ends. */
 static void lay_tied(struct mpress_sched *s, struct layout *L, const struct tied *tw, int n_tied)
 {
     const struct mpress_plan *plan = s->plan;
@@ -659,6 +662,7 @@ static void lay_tied(struct mpress_sched *s, struct layout *L, const struct tied
                 add_mem(s, &s->bt[fold].mem_end, dst, MPRESS_MEM_BUFFERS, dst, it, -1,
                         -(int64_t)T->grad_bytes);
                 add_edge(s, L->bwd[u * n_ops + os], t);
+                add_edge(s, L->bwd[u * n_ops + plan->stages[kd].first_op], t);
                 add_edge(s, t, fold);
                 add_edge(s, t, L->step_first[it * S + ks]);
             }
