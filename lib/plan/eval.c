@@ -182,8 +182,15 @@ static void sum_stages(const struct mpress_profile *p, const struct mpress_assig
                 const struct mpress_saved_tensor *ts = &op->tensors[t];
                 const struct mpress_plan_action *ac = &a->actions[j];
                 ev->action_bytes[ac->action] = plan_add(ev->action_bytes[ac->action], ts->bytes);
-                if (ac->action == MPRESS_ACTION_KEEP) {
+                /* A tensor recomputed from an op of an earlier stage: the stage cannot rerun
+                 * that op, so it holds its input as received for every micro-batch in flight
+                 * (held stage input), which costs what keeping the tensor costs. */
+                int held = ac->action == MPRESS_ACTION_RECOMPUTE &&
+                           ts->recompute_op < st->first_op;
+                if (ac->action == MPRESS_ACTION_KEEP || held) {
                     s->kept[k] = plan_add(s->kept[k], ts->bytes);
+                    if (held)
+                        s->comp[k] += ts->recompute_s;
                     continue;
                 }
                 s->evicted[k] = plan_add(s->evicted[k], ts->bytes);

@@ -544,6 +544,11 @@ static void test_memory(const char *model, int gpus, const char *policy, int gpi
             CHECK_INT(pg->buffers, vh * (uint64_t)gbp);
             CHECK_INT(peak, exch);
         }
+        /* Everything recomputed: what the stage keeps is the inputs its recomputes need from
+         * the previous stage, which the executor finds by its own walk of the recompute
+         * chains; the plan charges them as held stage inputs. */
+        if (strcmp(policy, "recompute") == 0)
+            CHECK_INT(mpress_exec_pinned_bytes(x, g), pg->activations);
         if (strcmp(policy, "none") == 0) {
             int S = p.n_stages, M = p.micro_batches;
             uint64_t inflight = gpipe ? (uint64_t)M : (uint64_t)(S - k < M ? S - k : M);
@@ -551,11 +556,14 @@ static void test_memory(const char *model, int gpus, const char *policy, int gpi
             if (!exch_peak)
                 CHECK_INT(pg->activations, inflight * saved);
         }
-        /* The tied gradient never meets the backward pass: the buffers at the measured peak
-         * are at most what the plan charges (before, the first stage held it there too). */
-        CHECK_MSG(at[MPRESS_MEM_BUFFERS] <= pg->buffers, "gpu %d: buffers %llu at the peak, "
-                  "%llu predicted", g, (unsigned long long)at[MPRESS_MEM_BUFFERS],
-                  (unsigned long long)pg->buffers);
+        /* The tied gradient never meets the backward pass: unless the exchange is the peak,
+         * the buffers at the measured peak are less than the received gradient alone (before,
+         * the first stage's peak held it beside the boundary buffers: 73 728 bytes). */
+        if (has_emb != has_head && !exch_peak)
+            CHECK_MSG(at[MPRESS_MEM_BUFFERS] < vh * (uint64_t)gbp, "gpu %d: buffers %llu at "
+                      "the peak, the tied gradient is %llu", g,
+                      (unsigned long long)at[MPRESS_MEM_BUFFERS],
+                      (unsigned long long)(vh * (uint64_t)gbp));
         fprintf(stderr, "memory %s %d devices %s%s, gpu %d (stage %d): measured peak %llu, "
                 "predicted %llu (%+.2f %%); activations %llu vs %llu, working %llu vs %llu, "
                 "buffers %llu vs %llu\n",
@@ -624,7 +632,8 @@ static void test_throttle(void)
  * each 20 us of link time, all ready at once, end 8 ms of link time after the first starts.
  * Before, each copy slept for its own 20 us from when it was called and every sleep's
  * overshoot (at least the kernel's 50 us timer slack) added up: 400 x 70 us = 28 ms or more.
- * The bound leaves 2 ms for the copies' own memmove and wake-ups. Also: a copy ready later
+ * The bound, 2.5 x the link time (20 ms), leaves room for a loaded machine and stays below
+ * what the per-copy sleeps cannot go under. Also: a copy ready later
  * than the link is free starts at its ready time, not before. */
 static void test_throttle_clock(void)
 {
@@ -659,7 +668,7 @@ static void test_throttle_clock(void)
         double t1 = (double)b.tv_sec + 1e-9 * (double)b.tv_nsec, ideal = n * (double)bytes / bw;
         fprintf(stderr, "throttle clock: %d copies of %.0f us link time took %.4f s (link "
                 "time %.4f s)\n", n, 1e6 * (double)bytes / bw, t1 - t0, ideal);
-        CHECK_MSG(rc == 0 && t1 - t0 >= ideal && t1 - t0 < ideal + 0.002,
+        CHECK_MSG(rc == 0 && t1 - t0 >= ideal && t1 - t0 < 2.5 * ideal,
                   "%d queued copies took %.4f s, link time %.4f s", n, t1 - t0, ideal);
         /* a copy ready 5 ms from now (the link idle) returns no earlier than 5 ms + 20 us */
         clock_gettime(CLOCK_MONOTONIC, &a);
