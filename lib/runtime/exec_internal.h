@@ -90,6 +90,9 @@ struct mpress_exec {
     double *times;              /* [2 * task] */
     double *ready;              /* [task]: every predecessor ended, from t0 */
     double *queue_ready;        /* [queue]: the running task's ready time (CLOCK_MONOTONIC) */
+    int *queue_head;            /* [queue]: position of the task it runs or waits for next */
+    char *started;              /* [task] */
+    char *queue_moving;         /* [queue]: its task started and has bytes still to move */
 };
 
 

@@ -15,6 +15,7 @@
 #include "mpress/model.h"
 #include "mpress/runtime.h"
 #include "host_ops.h"
+#include "runtime_internal.h"
 
 _Static_assert(MPRESS_MODEL_MAX_IO == 4 && MPRESS_MODEL_MAX_WEIGHTS == 12 &&
                    MPRESS_MODEL_MAX_SAVED == 8,
@@ -158,17 +159,18 @@ static void path_of(struct host_be *b, int src, int dst, struct link_path *p)
 
 /* A throttled copy holds the links of its path on one absolute clock (CLOCK_MONOTONIC): from
  * when its task was ready or the last of them is free, whichever is later, for bytes / the
- * slowest one's bandwidth. The copy returns at that end (clock_nanosleep to the absolute
- * time), or at once when the end has passed. A sleep that overshoots therefore delays only
- * its own copy's return: the next copy on the link starts at the link's free time, not at
+ * slowest one's bandwidth; *done_s is the end. The caller waits for it (clock_nanosleep to the
+ * absolute time, returning at once when it has passed). A wait that overshoots therefore
+ * delays only its own copy: the next copy on the link starts at the link's free time, not at
  * the late wake-up, and small copies queued behind each other are laid end to end in link
- * time and returned together once the clock has passed them. */
+ * time and released together once the clock has passed them. */
 static int hb_copy_ready(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
-                         uint64_t bytes, double ready_s, struct mpress_error *err)
+                         uint64_t bytes, double ready_s, double *done_s,
+                         struct mpress_error *err)
 {
     (void)err;
     struct host_be *b = ctx;
-    double end = 0;
+    *done_s = 0;
     if (b->throttle) {
         struct link_path lp;
         path_of(b, src_dev, dst_dev, &lp);
@@ -178,30 +180,24 @@ static int hb_copy_ready(void *ctx, int dst_dev, void *dst, int src_dev, const v
             for (int i = 0; i < lp.n; i++)
                 if (*lp.free_at[i] > start)
                     start = *lp.free_at[i];
-            end = start + (double)bytes / lp.bytes_per_s;
+            *done_s = start + (double)bytes / lp.bytes_per_s;
             for (int i = 0; i < lp.n; i++)
-                *lp.free_at[i] = end;
+                *lp.free_at[i] = *done_s;
             pthread_mutex_unlock(&b->link_lock);
         }
     }
     if (bytes)
         memmove(dst, src, (size_t)bytes);
-    if (end > now_s()) {
-        struct timespec ts = {(time_t)end, (long)((end - (double)(time_t)end) * 1e9)};
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-            ;
-    }
     return 0;
 }
 
 static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
                    uint64_t bytes, struct mpress_error *err)
 {
-    return hb_copy_ready(ctx, dst_dev, dst, src_dev, src, bytes, now_s(), err);
+    double done = 0;
+    int rc = hb_copy_ready(ctx, dst_dev, dst, src_dev, src, bytes, now_s(), &done, err);
+    rt_sleep_until(done);
+    return rc;
 }
 
 static int hb_upload(void *ctx, int dev, void *dst, const void *src, uint64_t bytes,

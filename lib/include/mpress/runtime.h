@@ -78,12 +78,14 @@ struct mpress_backend {
     int (*copy)(void *ctx, int dst_dev, void *dst, int src_dev, const void *src, uint64_t bytes,
                 struct mpress_error *err);
     /* Optional: the same copy for a task whose dependencies were all done at ready_s (seconds
-     * of CLOCK_MONOTONIC). A backend that emulates link time starts the copy on its links at
-     * that time or when they are free, whichever is later, rather than when the call comes,
-     * so that a late call (a thread woken late) does not delay the copies queued behind it.
-     * The executor calls it instead of copy when it is there. */
+     * of CLOCK_MONOTONIC), returning as soon as the bytes are at dst. A backend that emulates
+     * link time reserves the copy's links from ready_s or when they are free, whichever is
+     * later, and sets *done_s to when that reservation ends (else to 0); the caller treats the
+     * copy as done only then. So a late call (a thread woken late) does not delay the copies
+     * queued behind it, and the caller knows when the data has moved. The executor calls it
+     * instead of copy when it is there. */
     int (*copy_ready)(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
-                      uint64_t bytes, double ready_s, struct mpress_error *err);
+                      uint64_t bytes, double ready_s, double *done_s, struct mpress_error *err);
     /* Host memory of the caller to / from device memory. */
     int (*upload)(void *ctx, int dev, void *dst, const void *src, uint64_t bytes,
                   struct mpress_error *err);
