@@ -37,7 +37,8 @@
  *   O_k  = sum_r X_r (f_kr - f_k(r+1))   (output of slot k's last op; O_(N-1) = 0)
  *   E_k  = sum_c s_c (R_kc + H_kc + D_kc),  Hb_k = sum_c s_c H_kc
  *   Mem_k = sum_r (v_k P_r + Gr_r + n_k A_r) y_kr + ov_k - (n_k - 1) E_k
- *           + ws_k + 2 (O_(k-1) + O_k)
+ *           + ws_k + 2 (O_(k-1) + O_k) - v_k Pt tsh_k + sum_c (n_k - 1) s_c zx_kc
+ *   (tied word embedding and held stage inputs: form_memory_terms, docs/cost-model.md)
  * Constraints
  *   f_kr <= w_kr <= len_r f_kr,  len_r f_k(r+1) <= w_kr,  w_kr <= w_(k+1)r,
  *   w_(N-2)(last run) <= len - 1 (the last slot is used),  sum_r y_kr >= f_k0 (k >= 1)
@@ -47,6 +48,9 @@
  *   C_k = sum_r T_r y_kr + sum_c r_c R_kc;   ws_k >= W_r ct_kr,  ct_kr >= y_kr / len_r
  *   ov_k >= sum_r O_r y_kr - BigO h_k;   oh_k >= sum_r O_r y_kr - BigO (1 - h_k)
  *   Mem_k + sum_j n_j e_jg <= cap_g (1 - margin) - reserve_g + BigM (1 - x_kg)   all k, g
+ *   sum_r (v_k P_r + Gr_r) y_kr + ov_k - v_k Pt tsh_k + Gt tx_k
+ *       <= cap_g (1 - margin) - reserve_g + BigM (1 - x_kg)   (the tied exchange's moment)
+ *   ov_k, oh_k rows: less Ot tsh_k (one matrix's states on a shared stage)
  *   sum_k n_k Hb_k + sum_k oh_k <= host memory
  *   T >= C_k
  *   bnd_kab >= O_k - BigX (2 - x_ka - x_(k+1)b);   fl_kab >= e_kb - BigD (1 - x_ka)
