@@ -13,7 +13,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: mpress profile --analytic (--model NAME | --model-config FILE) [options]\n"
             "       mpress profile --backend host (--model NAME | --model-config FILE) [options]\n"
-            "       mpress profile --import pipedream GRAPH.txt [-o FILE]\n"
+            "       mpress profile --import pipedream GRAPH.txt [--stages N] [-o FILE]\n"
             "       mpress profile --list-models\n"
             "       mpress profile [CUPTI options] [-o FILE] -- COMMAND [ARGS...]\n"
             "       mpress profile --events FILE [CUPTI options] [-o FILE] --\n"
@@ -66,6 +66,11 @@ static void usage(FILE *out)
             "                         a PipeDream profiler graph: one op per node in\n"
             "                         topological order, its times (ms -> s), parameters (fp32)\n"
             "                         and activation (saved for backward) carried over\n"
+            "  --stages N             order the nodes so that the best straight pipeline of N\n"
+            "                         stages, cut along the graph's antichains as PipeDream's\n"
+            "                         optimizer cuts it, is N ranges of the op order (plan\n"
+            "                         with --gpus N to reach it); graphs of up to 4096 nodes\n"
+            "                         and 4096 cuts (downward-closed node sets)\n"
             "\n"
             "CUPTI (needs a GPU and a CUDA build; docs/event-format.md; the full help of\n"
             "this mode: mpress profile --help --):\n"
@@ -134,7 +139,7 @@ int cmd_profile(int argc, char **argv)
 
     enum { O_ANALYTIC = 256, O_LIST, O_FLASH, O_IMPORT, O_MODEL_CONFIG, O_MODEL, O_GPU,
            O_MICRO_BATCH, O_SEQ, O_DTYPE, O_OPTIMIZER, O_BACKEND, O_WARMUP, O_REPEAT,
-           O_THREADS };
+           O_THREADS, O_STAGES };
     static const struct option opts[] = {
         {"analytic", no_argument, NULL, O_ANALYTIC},
         {"list-models", no_argument, NULL, O_LIST},
@@ -151,6 +156,7 @@ int cmd_profile(int argc, char **argv)
         {"warmup", required_argument, NULL, O_WARMUP},
         {"repeat", required_argument, NULL, O_REPEAT},
         {"threads", required_argument, NULL, O_THREADS},
+        {"stages", required_argument, NULL, O_STAGES},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -160,6 +166,7 @@ int cmd_profile(int argc, char **argv)
     const char *import_kind = NULL, *import_file = NULL;
     const char *mb = NULL, *seq = NULL, *dtype = NULL, *optimizer = NULL;
     const char *backend = NULL, *warmup = NULL, *repeat = NULL, *threads = NULL;
+    const char *stages = NULL;
     static const char import_form[] =
         "'--import' needs a kind and a file: --import pipedream GRAPH.txt";
     optind = 1;
@@ -198,6 +205,7 @@ int cmd_profile(int argc, char **argv)
         case O_WARMUP: warmup = optarg; break;
         case O_REPEAT: repeat = optarg; break;
         case O_THREADS: threads = optarg; break;
+        case O_STAGES: stages = optarg; break;
         case 'o': out = optarg; break;
         default:
             if (c == ':' && optopt == O_IMPORT)
@@ -270,11 +278,25 @@ int cmd_profile(int argc, char **argv)
             return cli_usage(cmd, "model options do not apply to '--import'");
         if (strcmp(import_kind, "pipedream") != 0)
             return cli_usage(cmd, "unknown import kind '%s' (pipedream)", import_kind);
-        rc = mpress_profile_import_pipedream(import_file, &p, &err);
+        long n_stages = 0;
+        if (stages && cli_parse_int(stages, 1, MPRESS_MAX_OPS, &n_stages) != 0)
+            return cli_usage(cmd, "'--stages' wants an integer in [1, %d], got '%s'",
+                             MPRESS_MAX_OPS, stages);
+        double bottleneck = 0;
+        rc = mpress_profile_import_pipedream_stages(import_file, (int)n_stages, &p, &bottleneck,
+                                                    &err);
+        if (rc == MPRESS_EUSAGE)
+            return cli_usage(cmd, "%s", err.text);
         if (rc)
             return cli_fail(cmd, "cannot import the PipeDream graph", &err);
+        if (n_stages > 0)
+            fprintf(stderr, "mpress: profile: ordered for %ld stages: PipeDream's straight "
+                    "pipeline has a slowest stage of %.3f ms (forward + backward)\n",
+                    n_stages, bottleneck * 1e3);
     } else {
         struct mpress_model_config c;
+        if (stages)
+            return cli_usage(cmd, "'--stages' applies only to '--import'");
         if (model && model_file)
             return cli_usage(cmd, "choose one of '--model' and '--model-config'");
         if (!model && !model_file)

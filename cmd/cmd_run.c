@@ -146,6 +146,7 @@ static int host_report_build(struct host_report *h, struct mpress_exec *x,
     const struct mpress_sched *s = mpress_exec_sched(x);
     const struct mpress_plan *plan = mpress_sched_plan(s);
     const double *tt = mpress_exec_task_times(x);
+    const double *ready = mpress_exec_task_ready_times(x);
     int n = mpress_sched_task_count(s);
     memset(h, 0, sizeof(*h));
     h->times = calloc((size_t)n + 1, sizeof(*h->times));
@@ -157,7 +158,7 @@ static int host_report_build(struct host_report *h, struct mpress_exec *x,
     struct mpress_run_summary *S = &h->r.summary;
     S->n_gpus = plan->topology.n_gpus;
     for (int i = 0; i < n; i++) {
-        h->times[i] = (struct mpress_run_task_time){tt[2 * i], tt[2 * i], tt[2 * i + 1]};
+        h->times[i] = (struct mpress_run_task_time){ready[i], tt[2 * i], tt[2 * i + 1]};
         h->mem[nm++] = (struct mpress_run_mem_event){tt[2 * i], i, 0};
         h->mem[nm++] = (struct mpress_run_mem_event){tt[2 * i + 1], i, 1};
         const struct mpress_task *t = mpress_sched_task(s, i);

@@ -12,6 +12,7 @@
 
 #include "mpress/json.h"
 #include "mpress/model.h"
+#include "pipedream_internal.h"
 
 struct parser {
     const char *file;
@@ -578,8 +579,7 @@ static void stem(const char *file, char *out, size_t size)
     }
 }
 
-/* Node i has no incoming edge and its description starts with "Input". */
-static int is_model_input(const struct mpress_pipedream_graph *g, int i)
+int mpress_pipedream_is_input(const struct mpress_pipedream_graph *g, int i)
 {
     if (strncmp(g->nodes[i].desc, "Input", 5) != 0)
         return 0;
@@ -592,10 +592,24 @@ static int is_model_input(const struct mpress_pipedream_graph *g, int i)
 int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out,
                                     struct mpress_error *err)
 {
+    return mpress_profile_import_pipedream_stages(file, 0, out, NULL, err);
+}
+
+int mpress_profile_import_pipedream_stages(const char *file, int stages,
+                                           struct mpress_profile *out, double *bottleneck_s,
+                                           struct mpress_error *err)
+{
     struct mpress_pipedream_graph g;
     int rc = mpress_pipedream_load(file, &g, err);
     if (rc)
         return rc;
+    double bottleneck = 0;
+    if (stages > 0 && (rc = mpress_pipedream_order_stages(&g, stages, file, &bottleneck, err))) {
+        mpress_pipedream_finish(&g);
+        return rc;
+    }
+    if (bottleneck_s)
+        *bottleneck_s = bottleneck;
     int n = g.n_nodes;
     int *pos = calloc((size_t)n, sizeof(int));
     int *last = calloc((size_t)n, sizeof(int));
@@ -649,7 +663,7 @@ int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out
          * times loading it, which no stage repeats per micro-batch. PipeDream's optimizer
          * (optimizer_graph_hierarchical.py) sets such nodes' times to zero; so does mpress,
          * else the first stage carries that time (635.9 ms on alexnet, 22x its bottleneck). */
-        if (is_model_input(&g, g.order[k])) {
+        if (mpress_pipedream_is_input(&g, g.order[k])) {
             op->fwd_s = 0;
             op->bwd_s = 0;
         }

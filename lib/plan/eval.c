@@ -65,6 +65,32 @@ int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assig
     return L < 0 ? 0 : L;
 }
 
+int plan_tied_find(const struct mpress_profile *p, struct plan_tied *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->owner = t->copy = -1;
+    if (strcmp(p->model.family, "gpt") != 0 && strcmp(p->model.family, "bert") != 0)
+        return 0;
+    int wb = 0, gb = 0, ob = 0;
+    mpress_model_state_bytes(&p->model, &wb, &gb, &ob);
+    if (wb <= 0)
+        return 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        const struct mpress_op *op = &p->ops[i];
+        if (strcmp(op->name, "embedding") == 0)
+            t->owner = i;
+        else if (strcmp(op->name, "head") == 0 && op->param_bytes / (uint64_t)wb > op->params)
+            t->copy = i;
+    }
+    if (t->owner < 0 || t->copy < 0)
+        return 0;
+    uint64_t n = p->ops[t->copy].param_bytes / (uint64_t)wb - p->ops[t->copy].params;
+    t->p = n * (uint64_t)wb;
+    t->g = n * (uint64_t)gb;
+    t->o = n * (uint64_t)ob;
+    return 1;
+}
+
 uint64_t plan_shortfall(const struct mpress_plan_eval *ev)
 {
     uint64_t s = plan_add(ev->host_short, ev->drain_short);
@@ -156,8 +182,15 @@ static void sum_stages(const struct mpress_profile *p, const struct mpress_assig
                 const struct mpress_saved_tensor *ts = &op->tensors[t];
                 const struct mpress_plan_action *ac = &a->actions[j];
                 ev->action_bytes[ac->action] = plan_add(ev->action_bytes[ac->action], ts->bytes);
-                if (ac->action == MPRESS_ACTION_KEEP) {
+                /* A tensor recomputed from an op of an earlier stage: the stage cannot rerun
+                 * that op, so it holds its input as received for every micro-batch in flight
+                 * (held stage input), which costs what keeping the tensor costs. */
+                int held = ac->action == MPRESS_ACTION_RECOMPUTE &&
+                           ts->recompute_op < st->first_op;
+                if (ac->action == MPRESS_ACTION_KEEP || held) {
                     s->kept[k] = plan_add(s->kept[k], ts->bytes);
+                    if (held)
+                        s->comp[k] += ts->recompute_s;
                     continue;
                 }
                 s->evicted[k] = plan_add(s->evicted[k], ts->bytes);
@@ -175,7 +208,8 @@ static void sum_stages(const struct mpress_profile *p, const struct mpress_assig
 }
 
 /* Memory per GPU: each part, the peak, and the largest overflow (short_bytes, short_gpu). */
-static void gpu_memory(const struct mpress_topology *topo, enum mpress_schedule schedule, int M,
+static void gpu_memory(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       enum mpress_schedule schedule, int M,
                        const struct mpress_assignment *a, const struct stage_sums *s,
                        struct mpress_plan_eval *ev)
 {
@@ -205,6 +239,24 @@ static void gpu_memory(const struct mpress_topology *topo, enum mpress_schedule 
         if (a->stages[k].optimizer_on_host)
             ev->host_bytes = plan_add(ev->host_bytes, s->ob[k]);
     }
+    struct plan_tied tw;
+    int tied = plan_tied_find(p, &tw), ko = -1, kc = -1;
+    for (int k = 0; tied && k < S; k++) {
+        if (tw.owner >= a->stages[k].first_op && tw.owner <= a->stages[k].last_op)
+            ko = k;
+        if (tw.copy >= a->stages[k].first_op && tw.copy <= a->stages[k].last_op)
+            kc = k;
+    }
+    if (tied && ko == kc && ko >= 0) {
+        /* One stage holds both: one matrix, the owner's weights and states; the copy keeps
+         * only its gradient, folded into the owner's before the step. */
+        struct mpress_plan_gpu *mg = &ev->gpus[a->stages[ko].gpu];
+        mg->weights -= tw.p * (uint64_t)plan_weight_versions(schedule, S, ko, M);
+        if (a->stages[ko].optimizer_on_host)
+            ev->host_bytes -= tw.o;
+        else
+            mg->optimizer -= tw.o;
+    }
     ev->fits = 1;
     for (int g = 0; g < G; g++) {
         struct mpress_plan_gpu *mg = &ev->gpus[g];
@@ -213,6 +265,19 @@ static void gpu_memory(const struct mpress_topology *topo, enum mpress_schedule 
         mg->peak = 0;
         for (size_t q = 0; q < sizeof(parts) / sizeof(parts[0]); q++)
             mg->peak = plan_add(mg->peak, parts[q]);
+        /* On two stages, each receives the other's gradient of the matrix (V h gradient
+         * bytes) once its own backward pass is done, before its step: then it holds its
+         * model states, the reserve and that buffer, and nothing of the micro-batches. That
+         * is the peak when the buffer outweighs what the pass held besides the states. */
+        if (tied && ko != kc && (mg->stage == ko || mg->stage == kc)) {
+            uint64_t states = plan_add(plan_add(mg->weights, mg->gradients),
+                                       plan_add(mg->optimizer, mg->reserve));
+            if (plan_add(states, tw.g) > mg->peak) {
+                mg->activations = mg->parked = mg->working = 0;
+                mg->buffers = tw.g;
+                mg->peak = plan_add(states, tw.g);
+            }
+        }
         if (mg->peak > mg->capacity) {
             ev->fits = 0;
             if (mg->peak - mg->capacity > ev->short_bytes) {
@@ -445,7 +510,7 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
 
     sum_stages(p, a, &s, ev);
-    gpu_memory(topo, schedule, M, a, &s, ev);
+    gpu_memory(p, topo, schedule, M, a, &s, ev);
     drain_check(topo, schedule, M, a, &s, ev);
     /* A host without a stated memory size is not checked. */
     if (topo->host_memory_bytes > 0 && ev->host_bytes > topo->host_memory_bytes) {

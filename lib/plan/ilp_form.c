@@ -37,7 +37,8 @@
  *   O_k  = sum_r X_r (f_kr - f_k(r+1))   (output of slot k's last op; O_(N-1) = 0)
  *   E_k  = sum_c s_c (R_kc + H_kc + D_kc),  Hb_k = sum_c s_c H_kc
  *   Mem_k = sum_r (v_k P_r + Gr_r + n_k A_r) y_kr + ov_k - (n_k - 1) E_k
- *           + ws_k + 2 (O_(k-1) + O_k)
+ *           + ws_k + 2 (O_(k-1) + O_k) - v_k Pt tsh_k + sum_c (n_k - 1) s_c zx_kc
+ *   (tied word embedding and held stage inputs: form_memory_terms, docs/cost-model.md)
  * Constraints
  *   f_kr <= w_kr <= len_r f_kr,  len_r f_k(r+1) <= w_kr,  w_kr <= w_(k+1)r,
  *   w_(N-2)(last run) <= len - 1 (the last slot is used),  sum_r y_kr >= f_k0 (k >= 1)
@@ -47,6 +48,9 @@
  *   C_k = sum_r T_r y_kr + sum_c r_c R_kc;   ws_k >= W_r ct_kr,  ct_kr >= y_kr / len_r
  *   ov_k >= sum_r O_r y_kr - BigO h_k;   oh_k >= sum_r O_r y_kr - BigO (1 - h_k)
  *   Mem_k + sum_j n_j e_jg <= cap_g (1 - margin) - reserve_g + BigM (1 - x_kg)   all k, g
+ *   sum_r (v_k P_r + Gr_r) y_kr + ov_k - v_k Pt tsh_k + Gt tx_k
+ *       <= cap_g (1 - margin) - reserve_g + BigM (1 - x_kg)   (the tied exchange's moment)
+ *   ov_k, oh_k rows: less Ot tsh_k (one matrix's states on a shared stage)
  *   sum_k n_k Hb_k + sum_k oh_k <= host memory
  *   T >= C_k
  *   bnd_kab >= O_k - BigX (2 - x_ka - x_(k+1)b);   fl_kab >= e_kb - BigD (1 - x_ka)
@@ -91,6 +95,7 @@ void ilp_cols_free(struct cols *c)
     free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
     free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
     free(c->bnd), free(c->fl), free(c->ots);
+    free(c->tx), free(c->tsh), free(c->st), free(c->rho), free(c->zx);
 }
 
 /* x_kg: a column, or a constant (fixed mapping: slot k on GPU k). */
@@ -243,6 +248,13 @@ static int cols_alloc(struct cols *c, const struct inst *in, int NK)
     c->hp = calloc((size_t)G, sizeof(int));
     c->bnd = calloc((size_t)(N * G * G), sizeof(int));
     c->fl = calloc((size_t)(N * G * G), sizeof(int));
+    c->tx = calloc((size_t)N, sizeof(int));
+    c->tsh = calloc((size_t)N, sizeof(int));
+    c->st = calloc((size_t)(N * NR), sizeof(int));
+    c->rho = calloc((size_t)(N * (C + 1)), sizeof(int));
+    c->zx = calloc((size_t)(N * (C + 1)), sizeof(int));
+    if (!c->tx || !c->tsh || !c->st || !c->rho || !c->zx)
+        return -1;
     if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e ||
         !c->C || !c->ws ||
         !c->ov || !c->oh || !c->ot || !c->ots || !c->hp || !c->bnd || !c->fl)
@@ -510,6 +522,7 @@ static void form_slot_optimizer(struct form *f, int k)
     ilp_row_add(m, c->ov[k], 1);
     for (int b = 0; b < NR; b++)
         add_y(m, in, c, k, b, -RB(b).o);
+    ilp_row_add(m, c->tsh[k], in->tied_o);
     if (in->host_opt)
         ilp_row_add(m, c->h[k], bigO);
     ilp_name(nm, "opt_gpu_%d", k, 0, 0);
@@ -519,6 +532,7 @@ static void form_slot_optimizer(struct form *f, int k)
         ilp_row_add(m, c->oh[k], 1);
         for (int b = 0; b < NR; b++)
             add_y(m, in, c, k, b, -RB(b).o);
+        ilp_row_add(m, c->tsh[k], in->tied_o);
         ilp_row_add(m, c->h[k], -bigO);
         ilp_name(nm, "opt_host_%d", k, 0, 0);
         ilp_row_end(m, nm, GLP_LO, -bigO);
@@ -559,6 +573,116 @@ static void form_slot_optimizer(struct form *f, int k)
     }
 }
 
+/* 1 x [slot k holds run r] for a run of one block or one with a ct column (else nothing). */
+static int add_holds(struct model *m, const struct inst *in, const struct cols *c, int k, int r,
+                     double coef)
+{
+    if (in->run_len[r] == 1) {
+        add_y(m, in, c, k, r, coef);
+        return 1;
+    }
+    if (!c->ct[IX2(k, r, in->NR)])
+        return 0;
+    ilp_row_add(m, c->ct[IX2(k, r, in->NR)], coef);
+    return 1;
+}
+
+/* a_k - b_k for "slot k holds run r" of runs of one block: f_kr - f_(k-1)r. */
+static void add_holds1(struct model *m, const struct inst *in, const struct cols *c, int k,
+                       int r, double coef)
+{
+    add_f(m, in, c, k, r, coef);
+    add_f(m, in, c, k - 1, r, -coef);
+}
+
+/* Memory terms of the tied word embedding and of held stage inputs (eval.c, gpu_memory):
+ *   tx_k >= |t_ko - t_kc| (slot k holds one side of the tied matrix: it receives the other's
+ *   gradient after its backward pass), tsh_k <= t_ko, t_kc (it holds both: one matrix), with
+ *   t_kr = f_kr - f_(k-1)r for the owner's and the copy's runs (one block each);
+ *   for each run r and class c with xcls_rc, slot k >= 1:  st_kr >= [k holds r]
+ *   - sum_(r'<r) y_kr' + f_(k-1)0 - 1 (slot k opens with run r after a used slot),
+ *   rho_kc >= R_kc / U_c (binary: a tensor of the class is recomputed),
+ *   zx_kc >= rho_kc + st_kr - 1 (the first of them, the block's, is held). */
+static void form_memory_terms(struct form *f)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    struct cols *c = f->c;
+    const int N = in->N, NR = in->NR, C = in->C;
+    char nm[64];
+    for (int k = 0; k < N && in->tied; k++) {
+        ilp_name(nm, "tx_%d", k, 0, 0);
+        c->tx[k] = ilp_col_new(m, nm, GLP_CV, 0, 1, 0);
+        ilp_name(nm, "tsh_%d", k, 0, 0);
+        c->tsh[k] = ilp_col_new(m, nm, GLP_CV, 0, 1, 0);
+        for (int sgn = -1; sgn <= 1; sgn += 2) {
+            ilp_row_begin(m);
+            ilp_row_add(m, c->tx[k], 1);
+            add_holds1(m, in, c, k, in->tied_ro, -sgn);
+            add_holds1(m, in, c, k, in->tied_rc, sgn);
+            ilp_name(nm, sgn < 0 ? "tied_one_a_%d" : "tied_one_b_%d", k, 0, 0);
+            ilp_row_end(m, nm, GLP_LO, 0);
+            ilp_row_begin(m);
+            ilp_row_add(m, c->tsh[k], 1);
+            add_holds1(m, in, c, k, sgn < 0 ? in->tied_ro : in->tied_rc, -1);
+            ilp_name(nm, sgn < 0 ? "tied_both_a_%d" : "tied_both_b_%d", k, 0, 0);
+            ilp_row_end(m, nm, GLP_UP, 0);
+        }
+    }
+    if (!in->xcls)
+        return;
+    for (int k = 1; k < N; k++) {
+        if (plan_in_flight(f->sched, N, k, in->M) <= 1)
+            continue;
+        for (int cl = 0; cl < C; cl++) {
+            int U = 0, any = 0;
+            for (int b = 0; b < in->B; b++)
+                U += in->cnt[b * C + cl];
+            for (int r = 0; r < NR; r++)
+                any |= in->xcls[r * C + cl];
+            if (!any || U == 0)
+                continue;
+            ilp_name(nm, "rho_%d_%d", k, cl, 0);
+            c->rho[IX2(k, cl, C)] = ilp_col_new(m, nm, GLP_BV, 0, 1, 0);
+            ilp_name(nm, "zx_%d_%d", k, cl, 0);
+            c->zx[IX2(k, cl, C)] = ilp_col_new(m, nm, GLP_CV, 0, 1, 0);
+            ilp_row_begin(m);
+            ilp_row_add(m, c->rho[IX2(k, cl, C)], U);
+            ilp_row_add(m, c->R[IX2(k, cl, C)], -1);
+            ilp_name(nm, "held_any_%d_%d", k, cl, 0);
+            ilp_row_end(m, nm, GLP_LO, 0);
+        }
+        for (int r = 0; r < NR; r++) {
+            int any = 0;
+            for (int cl = 0; cl < C; cl++)
+                any |= in->xcls[r * C + cl] && c->zx[IX2(k, cl, C)];
+            if (!any)
+                continue;
+            ilp_name(nm, "st_%d_%d", k, r, 0);
+            c->st[IX2(k, r, NR)] = ilp_col_new(m, nm, GLP_CV, 0, 1, 0);
+            ilp_row_begin(m);
+            ilp_row_add(m, c->st[IX2(k, r, NR)], 1);
+            if (!add_holds(m, in, c, k, r, -1))
+                m->r.constant -= 1; /* no indicator: as if it always opened the slot */
+            for (int q = 0; q < r; q++)
+                add_y(m, in, c, k, q, 1);
+            add_f(m, in, c, k - 1, 0, -1);
+            ilp_name(nm, "opens_%d_%d", k, r, 0);
+            ilp_row_end(m, nm, GLP_LO, -1);
+            for (int cl = 0; cl < C; cl++) {
+                if (!in->xcls[r * C + cl] || !c->zx[IX2(k, cl, C)])
+                    continue;
+                ilp_row_begin(m);
+                ilp_row_add(m, c->zx[IX2(k, cl, C)], 1);
+                ilp_row_add(m, c->rho[IX2(k, cl, C)], -1);
+                ilp_row_add(m, c->st[IX2(k, r, NR)], -1);
+                ilp_name(nm, "held_%d_%d_%d", k, r, cl);
+                ilp_row_end(m, nm, GLP_LO, -1);
+            }
+        }
+    }
+}
+
 /* Slot k: memory on each GPU it may use, with what others park there; cycle >= compute. */
 static void form_slot_memory(struct form *f, int k)
 {
@@ -589,6 +713,9 @@ static void form_slot_memory(struct form *f, int k)
         ilp_row_add(m, c->ws[k], 1);
         add_out(m, in, c, k - 1, 2);
         add_out(m, in, c, k, 2);
+        ilp_row_add(m, c->tsh[k], -v_k * in->tied_p);
+        for (int cl = 0; cl < C; cl++)
+            ilp_row_add(m, c->zx[IX2(k, cl, C)], (double)(n_k - 1) * in->cls[cl].s);
         for (int j = 0; j < N; j++)
             if (c->e[IX2(j, g, G)])
                 ilp_row_add(m, c->e[IX2(j, g, G)], plan_in_flight(f->sched, N, j, M));
@@ -596,6 +723,18 @@ static void form_slot_memory(struct form *f, int k)
                       (double)topo->gpus[g].reserve_bytes) / GB;
         add_x(m, in, c, k, g, bigM);
         ilp_name(nm, "mem_%d_%d", k, g, 0);
+        ilp_row_end(m, nm, GLP_UP, cap + bigM);
+        if (!in->tied)
+            continue;
+        /* After the backward pass: model states and the received tied gradient. */
+        ilp_row_begin(m);
+        for (int b = 0; b < NR; b++)
+            add_y(m, in, c, k, b, v_k * RB(b).p + RB(b).g);
+        ilp_row_add(m, c->ov[k], 1);
+        ilp_row_add(m, c->tsh[k], -v_k * in->tied_p);
+        ilp_row_add(m, c->tx[k], in->tied_g);
+        add_x(m, in, c, k, g, bigM);
+        ilp_name(nm, "mem_tied_%d_%d", k, g, 0);
         ilp_row_end(m, nm, GLP_UP, cap + bigM);
     }
     /* Cycle >= compute. */
@@ -852,6 +991,7 @@ int ilp_build(struct model *m, const struct inst *in, const struct mpress_topolo
         return -1;
     form_columns(&f);
     form_partition(&f);
+    form_memory_terms(&f);
     for (int k = 0; k < in->N; k++) {
         form_slot_actions(&f, k);
         form_slot_optimizer(&f, k);

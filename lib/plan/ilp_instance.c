@@ -14,6 +14,53 @@ void ilp_inst_free(struct inst *in)
     free(in->cls);
     free(in->cnt);
     free(in->tcls);
+    free(in->xcls);
+}
+
+/* The tied matrix's runs and bytes, and the classes a block's recompute would need from the
+ * previous stage (struct inst). 0, or -1 when memory runs out. */
+static int memory_terms(const struct mpress_profile *p, struct inst *in)
+{
+    struct plan_tied tw;
+    int run_of_op[2] = {-1, -1};
+    if (plan_tied_find(p, &tw)) {
+        for (int r = 0; r < in->NR; r++)
+            for (int b = in->run_first[r]; b < in->run_first[r] + in->run_len[r]; b++)
+                for (int q = 0; q < 2; q++) {
+                    int op = q ? tw.copy : tw.owner;
+                    if (op >= in->blk[b].first && op <= in->blk[b].last)
+                        run_of_op[q] = in->run_len[r] == 1 ? r : -2;
+                }
+        /* embedding and head are one of a kind, so each is a run of one block */
+        if (run_of_op[0] >= 0 && run_of_op[1] >= 0) {
+            in->tied = 1;
+            in->tied_ro = run_of_op[0];
+            in->tied_rc = run_of_op[1];
+            in->tied_p = (double)tw.p / GB;
+            in->tied_g = (double)tw.g / GB;
+            in->tied_o = (double)tw.o / GB;
+        }
+    }
+    const int C = in->C;
+    for (int r = 0; r < in->NR && C > 0; r++)
+        for (int b = in->run_first[r]; b < in->run_first[r] + in->run_len[r]; b++) {
+            char seen[4096] = {0};
+            int j = 0;
+            for (int i = 0; i < in->blk[b].first; i++)
+                j += p->ops[i].n_tensors;
+            for (int i = in->blk[b].first; i <= in->blk[b].last; i++)
+                for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+                    int cl = in->tcls[j], first = cl >= 4096 || !seen[cl];
+                    if (cl < 4096)
+                        seen[cl] = 1;
+                    if (!first || p->ops[i].tensors[t].recompute_op >= in->blk[b].first)
+                        continue;
+                    if (!in->xcls && !(in->xcls = calloc((size_t)in->NR * (size_t)C, 1)))
+                        return -1;
+                    in->xcls[r * C + cl] = 1;
+                }
+        }
+    return 0;
 }
 
 int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology *topo,
@@ -122,5 +169,9 @@ int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology 
         for (int g = 0; g < topo->n_gpus; g++)
             if (plan_nvlink_bw(topo, a, g) > 0)
                 in->d2d = 1;
+    if (memory_terms(p, in)) {
+        ilp_inst_free(in);
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    }
     return 0;
 }

@@ -70,6 +70,14 @@ struct inst {
     int *tcls;               /* class of each saved tensor (flat) */
     int mapped;              /* x decided by the MILP */
     int host_opt, d2d;
+    /* The tied word embedding (plan_tied_find): the runs of the owner's and the copy's blocks
+     * (runs of one block) and the copy's weight, gradient and optimizer GB. */
+    int tied, tied_ro, tied_rc;
+    double tied_p, tied_g, tied_o;
+    /* xcls[r * C + c]: run r's blocks hold a tensor of class c whose recompute_op lies before
+     * the block, the first of its class in the block; recomputed where the block opens a
+     * stage, it is held like a kept tensor (eval.c, "held stage inputs"). NULL when none. */
+    char *xcls;
 };
 
 int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology *topo,
@@ -89,6 +97,8 @@ struct cols {
     int *bnd, *fl; /* [k][a][b] */
     int *ots;      /* [k][socket] */
     int T, TT;
+    int *tx, *tsh;    /* [k]: slot k holds one side of the tied matrix / both (continuous) */
+    int *st, *rho, *zx; /* [k][run], [k][class], [k][class]: held stage inputs */
 };
 
 #define IX2(k, i, n) ((k) * (n) + (i))

@@ -133,6 +133,7 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
     for (int k = 0; k < N; k++)
         for (int cl = 0; cl < C; cl++) {
             FIX(c->R[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 0]);
+            FIX(c->rho[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 0] > 0 ? 1.0 : 0.0);
             FIX(c->H[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 1]);
             FIX(c->D[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 2]);
         }

@@ -75,6 +75,17 @@ static inline int plan_socket(const struct mpress_topology *t, int g)
     int n = t->n_sockets > 0 ? t->n_sockets : 1, q = t->gpus[g].socket;
     return q >= 0 && q < n ? q : 0;
 }
+/* The tied word embedding of GPT and BERT (docs/cost-model.md, "Tied word embedding"): the
+ * profile gives `head` the model states of a copy of the embedding's word matrix (its
+ * param_bytes cover more parameters than its own `params`). owner and copy are op indices,
+ * p, g, o the copy's weight, gradient and optimizer-state bytes. */
+struct plan_tied {
+    int owner, copy;
+    uint64_t p, g, o;
+};
+/* 1 and *t filled when p's model ties a weight that way, else 0. */
+int plan_tied_find(const struct mpress_profile *p, struct plan_tied *t);
+
 /* Host memory bandwidth all sockets give together to CPU optimizer steps. */
 double plan_host_bw(const struct mpress_topology *t);
 

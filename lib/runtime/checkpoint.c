@@ -162,12 +162,16 @@ int mpress_checkpoint_load(const char *file, const struct mpress_model *m,
                               file, (unsigned long long)(size - 16 - hl),
                               (unsigned long long)data);
     if (!rc) {
-        json_int_t st = json_integer_value(json_object_get(got, "step"));
-        if (st < 0 || st > UINT32_MAX)
-            rc = mpress_error_set(err, MPRESS_EINPUT, "%s: step %lld", file, (long long)st);
-        *step = (uint32_t)st;
+        json_t *js = json_object_get(got, "step");
+        json_int_t st = json_integer_value(js);
+        if (!json_is_integer(js) || st < 0 || st > UINT32_MAX)
+            rc = mpress_error_set(err, MPRESS_EINPUT, "%s: field step: not a count of steps",
+                                  file);
+        else
+            *step = (uint32_t)st;
     }
-    const char *d = text + 16 + hl;
+    /* the tensors follow the header; hl <= size - 16 holds once the header has been read */
+    const char *d = rc ? NULL : text + 16 + hl;
     for (int i = 0; !rc && i < ps->n; i++) {
         if (ps->p[i].owner >= 0)
             continue;

@@ -88,6 +88,11 @@ struct mpress_exec {
     struct mpress_error err;
     double t0;
     double *times;              /* [2 * task] */
+    double *ready;              /* [task]: every predecessor ended, from t0 */
+    double *queue_ready;        /* [queue]: the running task's ready time (CLOCK_MONOTONIC) */
+    int *queue_head;            /* [queue]: position of the task it runs or waits for next */
+    char *started;              /* [task] */
+    char *queue_moving;         /* [queue]: its task started and has bytes still to move */
 };
 
 
@@ -96,6 +101,10 @@ struct mpress_exec {
 
 /* exec_setup.c */
 double exec_now_s(void);
+/* A copy of task t through the backend, with the task's ready time where the backend takes
+ * it (copy_ready). */
+int exec_copy(struct mpress_exec *x, const struct mpress_task *t, int dst_dev, void *dst,
+              int src_dev, const void *src, uint64_t bytes, struct mpress_error *err);
 int exec_gpu_of_stage(const struct mpress_exec *x, int k);
 int exec_xalloc(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
                 int zero, struct mpress_error *err, const char *fmt, ...)

@@ -17,6 +17,27 @@ double exec_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int exec_copy(struct mpress_exec *x, const struct mpress_task *t, int dst_dev, void *dst,
+              int src_dev, const void *src, uint64_t bytes, struct mpress_error *err)
+{
+    if (!x->be->copy_ready || !t)
+        return x->be->copy(x->be->ctx, dst_dev, dst, src_dev, src, bytes, err);
+    pthread_mutex_lock(&x->lock);
+    x->queue_moving[t->queue] = 1;
+    pthread_mutex_unlock(&x->lock);
+    double done = 0;
+    int rc = x->be->copy_ready(x->be->ctx, dst_dev, dst, src_dev, src, bytes,
+                               x->queue_ready[t->queue], &done, err);
+    /* the bytes are there: the compute stream need not wait for this copy any more */
+    pthread_mutex_lock(&x->lock);
+    x->queue_moving[t->queue] = 0;
+    pthread_cond_broadcast(&x->cond);
+    pthread_mutex_unlock(&x->lock);
+    if (!rc)
+        rt_sleep_until(done);
+    return rc;
+}
+
 void mpress_exec_options_init(struct mpress_exec_options *o)
 {
     memset(o, 0, sizeof(*o));
@@ -401,6 +422,11 @@ void mpress_exec_destroy(struct mpress_exec *x)
     free(x->pinned);
     free(x->done);
     free(x->times);
+    free(x->ready);
+    free(x->queue_ready);
+    free(x->queue_head);
+    free(x->queue_moving);
+    free(x->started);
     mpress_sched_destroy(x->sched);
     mpress_model_finish(&x->model);
     pthread_mutex_destroy(&x->lock);
@@ -473,6 +499,16 @@ int mpress_exec_create(const struct mpress_plan *plan, struct mpress_backend *be
     int nt = mpress_sched_task_count(x->sched);
     x->done = calloc((size_t)nt + 1, 1);
     x->times = calloc(2 * (size_t)nt + 2, sizeof(double));
+    x->ready = calloc((size_t)nt + 1, sizeof(double));
+    x->queue_ready = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, sizeof(double));
+    x->queue_head = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, sizeof(int));
+    x->queue_moving = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, 1);
+    x->started = calloc((size_t)nt + 1, 1);
+    if (!x->ready || !x->queue_ready || !x->queue_head || !x->started ||
+        !x->queue_moving) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto fail;
+    }
     if (!x->stage_of || !x->last_use || !x->pinned || !x->cuts || !x->out || !x->grad ||
         !x->saved || !x->send_act || !x->recv_act || !x->send_grad || !x->recv_grad ||
         !x->grad_unpacked || !x->batch || !x->loss || !x->done || !x->times) {

@@ -15,6 +15,7 @@
 #include "mpress/model.h"
 #include "mpress/runtime.h"
 #include "host_ops.h"
+#include "runtime_internal.h"
 
 _Static_assert(MPRESS_MODEL_MAX_IO == 4 && MPRESS_MODEL_MAX_WEIGHTS == 12 &&
                    MPRESS_MODEL_MAX_SAVED == 8,
@@ -156,36 +157,47 @@ static void path_of(struct host_be *b, int src, int dst, struct link_path *p)
     p->bytes_per_s = bw;
 }
 
-static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
-                   uint64_t bytes, struct mpress_error *err)
+/* A throttled copy holds the links of its path on one absolute clock (CLOCK_MONOTONIC): from
+ * when its task was ready or the last of them is free, whichever is later, for bytes / the
+ * slowest one's bandwidth; *done_s is the end. The caller waits for it (clock_nanosleep to the
+ * absolute time, returning at once when it has passed). A wait that overshoots therefore
+ * delays only its own copy: the next copy on the link starts at the link's free time, not at
+ * the late wake-up, and small copies queued behind each other are laid end to end in link
+ * time and released together once the clock has passed them. */
+static int hb_copy_ready(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
+                         uint64_t bytes, double ready_s, double *done_s,
+                         struct mpress_error *err)
 {
     (void)err;
     struct host_be *b = ctx;
-    double end = 0;
+    *done_s = 0;
     if (b->throttle) {
         struct link_path lp;
         path_of(b, src_dev, dst_dev, &lp);
         if (lp.n && lp.bytes_per_s > 0) {
             pthread_mutex_lock(&b->link_lock);
-            double start = now_s();
+            double start = ready_s;
             for (int i = 0; i < lp.n; i++)
                 if (*lp.free_at[i] > start)
                     start = *lp.free_at[i];
-            end = start + (double)bytes / lp.bytes_per_s;
+            *done_s = start + (double)bytes / lp.bytes_per_s;
             for (int i = 0; i < lp.n; i++)
-                *lp.free_at[i] = end;
+                *lp.free_at[i] = *done_s;
             pthread_mutex_unlock(&b->link_lock);
         }
     }
     if (bytes)
         memmove(dst, src, (size_t)bytes);
-    double left = end > 0 ? end - now_s() : 0;
-    if (left > 0) {
-        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-            ;
-    }
     return 0;
+}
+
+static int hb_copy(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
+                   uint64_t bytes, struct mpress_error *err)
+{
+    double done = 0;
+    int rc = hb_copy_ready(ctx, dst_dev, dst, src_dev, src, bytes, now_s(), &done, err);
+    rt_sleep_until(done);
+    return rc;
 }
 
 static int hb_upload(void *ctx, int dev, void *dst, const void *src, uint64_t bytes,
@@ -399,6 +411,7 @@ int mpress_host_backend_create(const struct mpress_plan *plan,
     out->alloc = hb_alloc;
     out->free = hb_free;
     out->copy = hb_copy;
+    out->copy_ready = hb_copy_ready;
     out->upload = hb_upload;
     out->download = hb_upload;
     out->zero = hb_zero;

@@ -3,11 +3,30 @@
 #ifndef MPRESS_RUNTIME_INTERNAL_H
 #define MPRESS_RUNTIME_INTERNAL_H
 
+#include <errno.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "mpress/error.h"
 #include "mpress/model.h"
 #include "host_ops.h"
+
+/* Sleeps until t_s seconds of CLOCK_MONOTONIC (at once when that has passed): the emulated
+ * links' absolute clock (host_backend.c, executor.c). */
+static inline void rt_sleep_until(double t_s)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (t_s <= (double)now.tv_sec + 1e-9 * (double)now.tv_nsec)
+        return;
+    struct timespec ts = {(time_t)t_s, (long)((t_s - (double)(time_t)t_s) * 1e9)};
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
 
 #define MPRESS_CHECKPOINT_FORMAT "mpress-checkpoint"
 #define MPRESS_CHECKPOINT_VERSION 1

@@ -506,13 +506,13 @@ static int lay_transfer(struct mpress_sched *s, enum mpress_task_kind kind, int 
 /* One boundary send of `bytes` from GPU src to GPU dst: the sender's buffer is filled when task
  * `from` ends and freed when the copy ends; the receiver's is taken when the copy starts and
  * freed when task `consumer` ends; task `waiter` waits for the copy. */
-static void lay_send(struct mpress_sched *s, enum mpress_task_kind kind, int stage, int it,
-                     int m, int op, int src, int dst, uint64_t bytes, int from, int consumer,
-                     int waiter)
+static int lay_send(struct mpress_sched *s, enum mpress_task_kind kind, int stage, int it,
+                    int m, int op, int src, int dst, uint64_t bytes, int from, int consumer,
+                    int waiter)
 {
     int t = lay_transfer(s, kind, stage, it, m, op, src, dst, bytes);
     if (t < 0 || from < 0 || consumer < 0)
-        return;
+        return -1;
     add_mem(s, &s->bt[from].mem_end, src, MPRESS_MEM_BUFFERS, src, it, m, (int64_t)bytes);
     add_mem(s, &s->bt[t].mem_end, src, MPRESS_MEM_BUFFERS, src, it, m, -(int64_t)bytes);
     add_mem(s, &s->bt[t].mem_start, dst, MPRESS_MEM_BUFFERS, dst, it, m, (int64_t)bytes);
@@ -520,8 +520,16 @@ static void lay_send(struct mpress_sched *s, enum mpress_task_kind kind, int sta
             -(int64_t)bytes);
     add_edge(s, from, t);
     add_edge(s, t, waiter);
+    return t;
 }
 
+/* Boundary copies, each into a receive buffer that lives until its consumer ends. A copy into
+ * a stage waits for the consumer of the same boundary's previous micro-batch (the receiver
+ * takes them in schedule order, as a pipeline's blocking receives do), so a receiver holds one
+ * buffer per boundary and direction, as the cost model charges: in 1F1B the next stage can
+ * return micro-batch u + 1's gradient before this stage has begun u's backward pass, whose
+ * recomputes then ran beside two gradient buffers (a plan packed to 1 408 bytes of headroom
+ * ran out of memory by timing). */
 static void lay_boundaries(struct mpress_sched *s, struct layout *L)
 {
     const struct mpress_plan *plan = s->plan;
@@ -534,15 +542,19 @@ static void lay_boundaries(struct mpress_sched *s, struct layout *L)
             uint64_t bytes = pr->ops[a->last_op].output_bytes;
             /* activation k -> k+1 */
             int f_src = L->fwd[u * n_ops + a->last_op], f_dst = L->fwd[u * n_ops + b->first_op];
-            lay_send(s, MPRESS_TASK_SEND_ACT, k, it, m, a->last_op, a->gpu, b->gpu, bytes,
-                     f_src, f_dst, f_dst);
+            int t = lay_send(s, MPRESS_TASK_SEND_ACT, k, it, m, a->last_op, a->gpu, b->gpu,
+                             bytes, f_src, f_dst, f_dst);
+            if (t >= 0 && u > 0 && L->fwd[(u - 1) * n_ops + b->first_op] >= 0)
+                add_edge(s, L->fwd[(u - 1) * n_ops + b->first_op], t);
             /* gradient k+1 -> k, the same size. The backward pass of stage k starts (with any
              * recompute it needs first) when the gradient arrives; the buffer lives until the
              * stage's last op is done. */
             int b_src = L->bwd[u * n_ops + b->first_op], b_dst = L->bwd[u * n_ops + a->last_op];
             int b_start = L->bstart[u * s->n_stages + k];
-            lay_send(s, MPRESS_TASK_SEND_GRAD, k + 1, it, m, b->first_op, b->gpu, a->gpu, bytes,
-                     b_src, b_dst, b_start);
+            t = lay_send(s, MPRESS_TASK_SEND_GRAD, k + 1, it, m, b->first_op, b->gpu, a->gpu,
+                         bytes, b_src, b_dst, b_start);
+            if (t >= 0 && u > 0 && L->bwd[(u - 1) * n_ops + a->last_op] >= 0)
+                add_edge(s, L->bwd[(u - 1) * n_ops + a->last_op], t);
         }
     }
 }
@@ -633,9 +645,12 @@ static int lay_swaps(struct mpress_sched *s, struct layout *L, struct mpress_err
 }
 
 /* Each side of a tied weight sends its gradient to the other once its last backward of the
- * weight's op in the iteration is done; both steps wait for both copies (a step must not
- * fold the incoming gradient in before its own has left). The receive buffer lives until the
- * step's first task ends. */
+ * weight's op in the iteration is done and the receiving stage's backward pass is over (its
+ * last backward, of its first op, has ended), as Megatron-LM all-reduces the embedding
+ * gradients after the pipeline flush: the receive buffer then never meets the pass's
+ * activations and working set, only the model states (docs/cost-model.md, "Tied word
+ * embedding"). Both steps wait for both copies (a step must not fold the incoming gradient in
+ * before its own has left). The receive buffer lives until the step's first task ends. */
 static void lay_tied(struct mpress_sched *s, struct layout *L, const struct tied *tw, int n_tied)
 {
     const struct mpress_plan *plan = s->plan;
@@ -659,6 +674,7 @@ static void lay_tied(struct mpress_sched *s, struct layout *L, const struct tied
                 add_mem(s, &s->bt[fold].mem_end, dst, MPRESS_MEM_BUFFERS, dst, it, -1,
                         -(int64_t)T->grad_bytes);
                 add_edge(s, L->bwd[u * n_ops + os], t);
+                add_edge(s, L->bwd[u * n_ops + plan->stages[kd].first_op], t);
                 add_edge(s, t, fold);
                 add_edge(s, t, L->step_first[it * S + ks]);
             }

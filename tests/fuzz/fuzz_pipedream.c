@@ -1,11 +1,80 @@
 /* libFuzzer target: PipeDream profiler graphs (lib/model/pipedream.c): the graph reader
  * (mpress_pipedream_load) and the import as a profile (mpress_profile_import_pipedream). A
  * loaded graph has its topological order as a permutation of its nodes; an imported profile
- * saves to JSON that loads as a mpress-profile. */
+ * saves to JSON that loads as a mpress-profile. A small one is imported again with --stages
+ * (1 to 3): the same ops in another order, and a slowest stage no worse than the best ranges of
+ * Kahn's order give. */
 #include "fuzz_file.h"
 #include "mpress/json.h"
 #include "mpress/model.h"
 #include "mpress/profile.h"
+
+/* The least slowest stage of `stages` contiguous ranges of p's op order. */
+static double ranges_best(const struct mpress_profile *p, int stages)
+{
+    int n = p->n_ops;
+    double *best = malloc((size_t)(n + 1) * sizeof(double)), *next = malloc((size_t)(n + 1) *
+                                                                            sizeof(double));
+    FUZZ_ASSERT(best && next, "out of memory");
+    double *pre = calloc((size_t)n + 1, sizeof(double));
+    FUZZ_ASSERT(pre != NULL, "out of memory");
+    for (int i = 0; i < n; i++)
+        pre[i + 1] = pre[i] + p->ops[i].fwd_s + p->ops[i].bwd_s;
+    for (int j = 0; j <= n; j++)
+        best[j] = j ? pre[j] : -1;
+    for (int k = 1; k < stages; k++) {
+        for (int j = 0; j <= n; j++) {
+            next[j] = -1;
+            for (int i = 1; i < j; i++) {
+                if (best[i] < 0)
+                    continue;
+                double m = best[i] > pre[j] - pre[i] ? best[i] : pre[j] - pre[i];
+                if (next[j] < 0 || m < next[j])
+                    next[j] = m;
+            }
+        }
+        double *t = best;
+        best = next;
+        next = t;
+    }
+    double r = best[n];
+    free(best);
+    free(next);
+    free(pre);
+    return r;
+}
+
+static void check_stages(const char *file, const struct mpress_profile *p, int stages)
+{
+    struct mpress_profile q;
+    struct mpress_error err;
+    mpress_profile_init(&q);
+    mpress_error_clear(&err);
+    double got = -1;
+    int rc = mpress_profile_import_pipedream_stages(file, stages, &q, &got, &err);
+    FUZZ_CHECK_ERROR(rc, err);
+    FUZZ_ASSERT(rc == MPRESS_OK || rc == MPRESS_EINPUT || rc == MPRESS_EUSAGE,
+                "--stages %d: rc %d: %s", stages, rc, err.text);
+    if (rc == MPRESS_OK) {
+        FUZZ_ASSERT(q.n_ops == p->n_ops, "--stages %d: %d ops, %d without", stages, q.n_ops,
+                    p->n_ops);
+        char *seen = calloc((size_t)p->n_ops + 1, 1);
+        FUZZ_ASSERT(seen != NULL, "out of memory");
+        for (int i = 0; i < q.n_ops; i++) {
+            int k = 0;
+            while (k < p->n_ops && strcmp(p->ops[k].name, q.ops[i].name) != 0)
+                k++;
+            FUZZ_ASSERT(k < p->n_ops && !seen[k], "--stages %d: op %s is not one of the "
+                        "import's, or twice", stages, q.ops[i].name);
+            seen[k] = 1;
+        }
+        free(seen);
+        double kahn = ranges_best(p, stages);
+        FUZZ_ASSERT(kahn < 0 || got <= kahn * (1 + 1e-9) + 1e-12,
+                    "--stages %d: slowest stage %g, Kahn's order allows %g", stages, got, kahn);
+    }
+    mpress_profile_finish(&q);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -48,6 +117,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     err.text);
         free(s);
         json_decref(j);
+        if (p.n_ops <= 64)
+            check_stages(file, &p, 1 + (int)(size % 3));
     }
     mpress_profile_finish(&p2);
     mpress_profile_finish(&p);

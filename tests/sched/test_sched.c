@@ -301,12 +301,21 @@ static void test_edges_and_queues(void)
               pf >= 0);
         if (f0 < 0 || f1 < 0 || b0 < 0 || b1 < 0 || sa < 0 || sg < 0 || ev < 0 || pf < 0)
             break;
+        /* a receiver takes each boundary's copies in order: a copy into a stage also waits
+         * for the consumer of the previous micro-batch's (one buffer per boundary and
+         * direction on the receiver) */
         l = mpress_sched_preds(s, sa, &n);
-        CHECK(n == 1 && l[0] == f0);
+        if (mb == 0)
+            CHECK(n == 1 && l[0] == f0);
+        else
+            CHECK(n == 2 && has(l, n, f0) && has(l, n, find(s, MPRESS_TASK_FORWARD, 1, 0, 0)));
         l = mpress_sched_succs(s, sa, &n);
         CHECK(n == 1 && l[0] == f1);
         l = mpress_sched_preds(s, sg, &n);
-        CHECK(n == 1 && l[0] == b1);
+        if (mb == 0)
+            CHECK(n == 1 && l[0] == b1);
+        else
+            CHECK(n == 2 && has(l, n, b1) && has(l, n, find(s, MPRESS_TASK_BACKWARD, 0, 0, 0)));
         l = mpress_sched_succs(s, sg, &n);
         CHECK(n == 1 && l[0] == b0);
         l = mpress_sched_preds(s, ev, &n);
@@ -460,11 +469,19 @@ static void test_tied(void)
             CHECK_INT(t->bytes, want);
             CHECK(t->src != t->dst && t->src == st[t->stage].gpu);
             CHECK(t->op == (t->stage == 0 ? 0 : head) && t->tied_op == (t->stage == 0 ? head : 0));
+            /* after the sender's last backward of the op and the receiver's last backward
+             * (of its first op: its backward pass is over) */
             int np;
             const int *pr = mpress_sched_preds(s, i, &np);
-            const struct mpress_task *b = np == 1 ? mpress_sched_task(s, pr[0]) : NULL;
+            int kd = t->stage == 0 ? 1 : 0, own = np == 2 && mpress_sched_task(s, pr[0])->stage ==
+                                                                t->stage ? 0 : 1;
+            const struct mpress_task *b = np == 2 ? mpress_sched_task(s, pr[own]) : NULL;
+            const struct mpress_task *r = np == 2 ? mpress_sched_task(s, pr[1 - own]) : NULL;
             CHECK(b && b->kind == MPRESS_TASK_BACKWARD && b->op == t->op &&
                   b->iteration == t->iteration && b->micro_batch == 1);
+            CHECK(r && r->kind == MPRESS_TASK_BACKWARD && r->stage == kd &&
+                  r->op == st[kd].first_op && r->iteration == t->iteration &&
+                  r->micro_batch == 1);
             const int *su = mpress_sched_succs(s, i, &np);
             CHECK(np == 2 && has(su, np, find(s, MPRESS_TASK_OPTIMIZER, 0, t->iteration, -1)) &&
                   has(su, np, find(s, MPRESS_TASK_OPTIMIZER, 1, t->iteration, -1)));

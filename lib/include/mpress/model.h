@@ -279,6 +279,15 @@ void mpress_pipedream_finish(struct mpress_pipedream_graph *g);
 MPRESS_API
 int mpress_profile_import_pipedream(const char *file, struct mpress_profile *out,
                                     struct mpress_error *err);
+/* The same with the nodes ordered for a straight pipeline of `stages` stages (0: as above):
+ * the best partition PipeDream's optimizer finds along the graph's antichains becomes
+ * contiguous ranges of the op order (lib/model/pipedream_order.c); *bottleneck_s (may be NULL)
+ * gets its slowest stage's forward + backward time. MPRESS_EUSAGE for stages outside
+ * 0 .. nodes, MPRESS_EINPUT for a graph past the documented limits. */
+MPRESS_API
+int mpress_profile_import_pipedream_stages(const char *file, int stages,
+                                           struct mpress_profile *out, double *bottleneck_s,
+                                           struct mpress_error *err);
 
 #ifdef __cplusplus
 }

@@ -77,6 +77,15 @@ struct mpress_backend {
     /* Copy between devices (or within one): the copy queue of a task calls it. */
     int (*copy)(void *ctx, int dst_dev, void *dst, int src_dev, const void *src, uint64_t bytes,
                 struct mpress_error *err);
+    /* Optional: the same copy for a task whose dependencies were all done at ready_s (seconds
+     * of CLOCK_MONOTONIC), returning as soon as the bytes are at dst. A backend that emulates
+     * link time reserves the copy's links from ready_s or when they are free, whichever is
+     * later, and sets *done_s to when that reservation ends (else to 0); the caller treats the
+     * copy as done only then. So a late call (a thread woken late) does not delay the copies
+     * queued behind it, and the caller knows when the data has moved. The executor calls it
+     * instead of copy when it is there. */
+    int (*copy_ready)(void *ctx, int dst_dev, void *dst, int src_dev, const void *src,
+                      uint64_t bytes, double ready_s, double *done_s, struct mpress_error *err);
     /* Host memory of the caller to / from device memory. */
     int (*upload)(void *ctx, int dev, void *dst, const void *src, uint64_t bytes,
                   struct mpress_error *err);
@@ -165,6 +174,10 @@ const struct mpress_sched *mpress_exec_sched(const struct mpress_exec *x);
 /* Start and end of each task of the last step, seconds from the step's start (the trace). */
 MPRESS_API
 const double *mpress_exec_task_times(const struct mpress_exec *x);
+/* When each task of the last step became ready (every predecessor ended), seconds from the
+ * step's start; 0 for a task without predecessors. */
+MPRESS_API
+const double *mpress_exec_task_ready_times(const struct mpress_exec *x);
 /* Bytes the run held beyond what the plan frees: stage inputs kept for a recompute whose
  * chain reaches into the previous stage (the plan frees them after their forward). */
 MPRESS_API
