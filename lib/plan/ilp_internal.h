@@ -125,10 +125,12 @@ void ilp_sym_cut(struct model *m, const struct inst *in, const struct cols *c,
 /* ---- warm start (ilp_warm.c) ---------------------------------------------------------- */
 
 /* A full column vector (1-based, malloc'd) of lp for assignment a, checked against every row;
- * NULL when a does not fit the MILP's decision space or the vector would be infeasible. */
+ * NULL when a does not fit the MILP's decision space or the vector would be infeasible.
+ * layout (when not NULL) gets a's partition and mapping columns alone, every other column 0,
+ * whenever a fits the decision space (NULL otherwise). */
 double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *c,
                         const struct mpress_profile *p, const struct mpress_assignment *a,
-                        const struct sym *s);
+                        const struct sym *s, double **layout);
 
 /* The most memory-saving actions on the baselines' even partition: every saved tensor
  * recomputed (which frees as much of the stage's GPU as a swap, and costs no host or peer
@@ -167,11 +169,12 @@ struct ilp_ls_stats {
     double start, found; /* MILP objectives of the start and of the best plan found */
 };
 
-/* The restricted MILPs around start (a checked solution vector of lp): its partition, then
- * every stage boundary within box_delta blocks of the best (ilp_lns.c explains). The best plan found when it
- * is faster than start (malloc'd vector), else NULL. */
+/* The restricted MILPs around start (a solution of lp, or only its partition and mapping
+ * columns): its partition, then every stage boundary within box_delta blocks of the best
+ * (ilp_lns.c explains). The best plan found when it is faster than both start and `beat` (a
+ * checked malloc'd vector), else NULL. */
 double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols *c,
-                         const double *start, const struct ilp_ls_budget *bud,
+                         const double *start, double beat, const struct ilp_ls_budget *bud,
                          struct ilp_ls_stats *st);
 
 #endif

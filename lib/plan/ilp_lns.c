@@ -197,26 +197,28 @@ out:
 }
 
 double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols *c,
-                         const double *start, const struct ilp_ls_budget *bud,
+                         const double *start, double beat, const struct ilp_ls_budget *bud,
                          struct ilp_ls_stats *st)
 {
     const int N = in->N;
     memset(st, 0, sizeof(*st));
     if (N < 2 || !start)
         return NULL;
+    /* start as a solution when it is one; else only its partition and mapping are used. */
     double *best = complete_vector(lp, start);
-    if (!best)
-        return NULL;
-    double zbest = objective_of(lp, best);
+    double zbest = best ? objective_of(lp, best) : beat;
+    zbest = zbest < beat ? zbest : beat;
     st->start = zbest;
     int u[MPRESS_MAX_GPUS], improved = 0;
-    partition_of(in, c, best, u);
+    partition_of(in, c, start, u);
     long left = bud->nodes, used;
-    /* The warm start's own partition first, from the warm start. */
-    double *v = solve_restricted(lp, in, c, u, 0, 0, best, best, zbest * (1 - 1e-6),
+    /* start's own partition and mapping first, from start. */
+    double *v = solve_restricted(lp, in, c, u, 0, 0, start, best, zbest * (1 - 1e-6),
                                  bud->first_nodes, in->mapped, &used);
     left -= used;
     st->solves++;
+    if (!best && !v)
+        return NULL;
     if (v) {
         free(best);
         best = v;

@@ -261,6 +261,7 @@ struct solve {
     struct sym sym;
     struct cb_ctx cb;
     glp_prob *orig;     /* the problem before branch and bound, for the local search */
+    double *layout;     /* the warm start's partition and mapping columns, or NULL */
     int attempt;        /* 0: the measured settings; 1: after GLPK failed inside on them */
 };
 
@@ -442,49 +443,80 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
     return need > have;
 }
 
+/* Runs the local search from start within bud and, when it finds a plan faster than stats'
+ * objective, makes it *x with its objective and gap in stats (the bound stays the search's). */
+static void search_from(struct solve *sv, const struct inst *in, const double *start,
+                        const struct ilp_ls_budget *bud, double **x,
+                        struct mpress_plan_solver *stats)
+{
+    struct ilp_ls_stats ls;
+    double *better = ilp_local_search(sv->orig, in, &sv->cols, start, stats->objective, bud, &ls);
+    stats->nodes += ls.nodes;
+    if (!better || ls.found >= stats->objective * (1 - 1e-9)) {
+        free(better);
+        return;
+    }
+    free(*x);
+    *x = better;
+    stats->objective = ls.found;
+    if (stats->bound > stats->objective)
+        stats->bound = stats->objective;
+    stats->gap = (stats->objective - stats->bound) / stats->objective;
+}
+
 /* The solution of the finished search (1-based column values, malloc'd; NULL when memory runs
- * out). When the search stopped before reaching the gap limit, a local search (ilp_lns.c) from
- * it, on a copy of the problem made before the search, within 3/5 of the node limit L (L at
- * most 5000): up to 2/5 L on the plan's own partition and mapping, then up to L/5 per search
+ * out). When the search stopped before reaching the gap limit, a local search (ilp_lns.c), on
+ * a copy of the problem made before the search, from the warm start (its solution vector, or
+ * when the MILP's rows refused it, its partition and mapping) within 3/5 of the node limit L
+ * (L at most 5000): up to 2/5 L on its own partition and mapping, then up to L/5 per search
  * with every stage boundary within 1, then 2, blocks of the best plan's, and on direct fabrics
- * up to L/10 with the best partition and the mapping free. A faster plan it finds replaces the
- * solution, with its objective and gap in stats (the bound stays the search's). It runs after
- * branch and bound rather than before so that the search, and with it every plan that closes
- * the gap, stays what it was without it (docs/benchmarks.md, "Planner"). */
+ * up to L/10 with the best partition and the mapping free; then, when branch and bound moved
+ * away from the warm start, from its plan within 2/5 L in the same proportions. A faster plan
+ * replaces the solution. It runs after branch and bound rather than before so that the search,
+ * and with it every plan that closes the gap, stays what it was without it, and the answer is
+ * never slower than branch and bound's (docs/benchmarks.md, "Planner"). */
 static double *solution(struct solve *sv, const struct inst *in,
                         const struct mpress_plan_options *o, struct mpress_plan_solver *stats)
 {
     glp_prob *lp = sv->m.lp;
     int n = glp_get_num_cols(lp);
-    double *x = malloc(sizeof(double) * (size_t)(n + 1));
-    if (!x)
+    /* Without a solution of GLPK's (the answer so far is the warm start), x stays NULL unless
+     * the local search finds a faster plan. */
+    int have = glp_mip_status(lp) == GLP_FEAS || glp_mip_status(lp) == GLP_OPT;
+    double *x = have ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
+    if (have && !x)
         return NULL;
-    x[0] = 0;
-    for (int j = 1; j <= n; j++)
-        x[j] = glp_mip_col_val(lp, j);
+    for (int j = 0; have && j <= n; j++)
+        x[j] = j ? glp_mip_col_val(lp, j) : 0;
     long lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
-    struct ilp_ls_budget bud = {.nodes = lim * 3 / 5,
-                                .first_nodes = lim * 2 / 5,
-                                .box_nodes = lim / 5,
-                                .box_delta = 1,
-                                .box_max = 2,
-                                .map_nodes = lim / 10,
-                                .box_rounds = 8};
     if (!sv->orig || strcmp(stats->status, "gap_reached") == 0 ||
-        strcmp(stats->status, "optimal") == 0 || stats->gap <= o->mip_gap || bud.first_nodes < 2)
+        strcmp(stats->status, "optimal") == 0 || stats->gap <= o->mip_gap || lim < 5)
         return x;
-    struct ilp_ls_stats ls;
-    double *better = ilp_local_search(sv->orig, in, &sv->cols, x, &bud, &ls);
-    stats->nodes += ls.nodes;
-    if (better && ls.found < stats->objective * (1 - 1e-9)) {
-        free(x);
-        x = better;
-        stats->objective = ls.found;
-        if (stats->bound > stats->objective)
-            stats->bound = stats->objective;
-        stats->gap = (stats->objective - stats->bound) / stats->objective;
-    } else {
-        free(better);
+    double *from = sv->cb.heur ? sv->cb.heur : sv->layout;
+    int moved = have;
+    if (have && sv->cb.heur) {
+        double z = glp_get_obj_coef(lp, 0);
+        for (int j = 1; j <= n; j++)
+            z += glp_get_obj_coef(lp, j) * sv->cb.heur[j];
+        moved = stats->objective < z * (1 - 1e-9);
+    }
+    struct ilp_ls_budget warm = {.nodes = lim * 3 / 5, .first_nodes = lim * 2 / 5,
+                                 .box_nodes = lim / 5, .box_delta = 1, .box_max = 2,
+                                 .map_nodes = lim / 10, .box_rounds = 8};
+    struct ilp_ls_budget mine = {.nodes = lim * 2 / 5, .first_nodes = lim / 5,
+                                 .box_nodes = lim / 10, .box_delta = 1, .box_max = 2,
+                                 .map_nodes = lim / 20, .box_rounds = 8};
+    if (from)
+        search_from(sv, in, from, &warm, &x, stats);
+    if (moved) {
+        double *mine_x = malloc(sizeof(double) * (size_t)(n + 1));
+        if (mine_x) {
+            mine_x[0] = 0;
+            for (int j = 1; j <= n; j++)
+                mine_x[j] = glp_mip_col_val(lp, j);
+            search_from(sv, in, mine_x, &mine, &x, stats);
+            free(mine_x);
+        }
     }
     return x;
 }
@@ -515,7 +547,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
         return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s'", o->dump_lp);
     glp_scale_prob(m->lp, GLP_SF_AUTO);
     if (warm)
-        sv->cb.heur = ilp_warm_vector(m->lp, in, &sv->cols, p, warm, &sv->sym);
+        sv->cb.heur = ilp_warm_vector(m->lp, in, &sv->cols, p, warm, &sv->sym, &sv->layout);
     /* The relaxation first, so that glp_intopt can run without its presolver and accept the
      * warm start in the problem's own columns. */
     int sret = root_relaxation(m->lp);
@@ -538,11 +570,21 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
         double bound = status == GLP_NOFEAS || ret == GLP_ENOPFS ? 0
                        : sv->cb.bound > root_bound             ? sv->cb.bound
                                                                : root_bound;
-        return answer_warm(p, topo, o, sv, warm, bound,
-                           ret == GLP_ETMLIM          ? "time_limit"
-                           : sv->cb.stopped_by_nodes ? "node_limit"
-                                                     : "feasible",
-                           out, stats, err);
+        int rc = answer_warm(p, topo, o, sv, warm, bound,
+                             ret == GLP_ETMLIM          ? "time_limit"
+                             : sv->cb.stopped_by_nodes ? "node_limit"
+                                                       : "feasible",
+                             out, stats, err);
+        if (rc || !sv->layout || status == GLP_NOFEAS || ret == GLP_ENOPFS)
+            return rc;
+        /* The MILP's rows refused the warm start and branch and bound found nothing: the local
+         * search from its partition and mapping, to beat its evaluated time. */
+        double *x = solution(sv, in, o, stats);
+        if (x && extract(p, topo, in, &sv->cols, x, out))
+            rc = mpress_error_set(err, MPRESS_ESYSTEM,
+                                  "cannot map the MILP solution back to a plan");
+        free(x);
+        return rc;
     }
     if (ret == GLP_ENOPFS || status == GLP_NOFEAS) {
         snprintf(stats->status, sizeof(stats->status), "infeasible");
@@ -585,6 +627,7 @@ static void solve_reset(struct solve *sv)
     ilp_cols_free(&sv->cols);
     free(sv->sym.perm);
     free(sv->cb.heur);
+    free(sv->layout);
     if (sv->orig)
         glp_delete_prob(sv->orig);
     memset(sv, 0, sizeof(*sv));

@@ -37,14 +37,40 @@ int ilp_vector_feasible(glp_prob *lp, const double *x)
     return ok;
 }
 
+/* a's partition and mapping columns (w, f, ct, x) as a column vector of cp (malloc'd, every
+ * other column 0), read from their fixed bounds in cp. */
+static double *layout_of(glp_prob *cp, const struct inst *in, const struct cols *c)
+{
+    const int N = in->N, NR = in->NR;
+    double *v = calloc((size_t)glp_get_num_cols(cp) + 1, sizeof(double));
+    if (!v)
+        return NULL;
+    for (int k = 0; k < N; k++) {
+        for (int r = 0; r < NR; r++) {
+            int cc[3] = {k + 1 < N ? c->w[IX2(k, r, NR)] : 0, k + 1 < N ? c->f[IX2(k, r, NR)] : 0,
+                         c->ct[IX2(k, r, NR)]};
+            for (int i = 0; i < 3; i++)
+                if (cc[i])
+                    v[cc[i]] = glp_get_col_lb(cp, cc[i]);
+        }
+        for (int g = 0; in->mapped && g < N; g++)
+            v[c->x[IX2(k, g, N)]] = glp_get_col_lb(cp, c->x[IX2(k, g, N)]);
+    }
+    return v;
+}
+
 /* The MILP solution closest to assignment a: its integer decisions (stages on the last slots,
  * mapped by the automorphism that satisfies the symmetry cut, action counts, optimizer
  * placement) fixed, the continuous ones (D2D split, loads) from an LP. NULL when a does not
- * fit the MILP's decision space (cuts elsewhere) or the LP fails. */
+ * fit the MILP's decision space (cuts elsewhere) or the LP fails. layout, when not NULL, gets
+ * a's partition and mapping alone (layout_of) whenever a fits the decision space, so that a
+ * search restricted to them can start where the full vector is refused (NULL otherwise). */
 double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *c,
                         const struct mpress_profile *p, const struct mpress_assignment *a,
-                        const struct sym *s)
+                        const struct sym *s, double **layout)
 {
+    if (layout)
+        *layout = NULL;
     const int N = in->N, B = in->B, C = in->C, S = a->n_stages;
     if (S < 1 || S > N)
         return NULL;
@@ -111,6 +137,8 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
         for (int k = 0; k < N; k++)
             for (int g = 0; g < N; g++)
                 FIX(c->x[IX2(k, g, N)], slot_gpu[k] == g ? 1.0 : 0.0);
+    if (layout)
+        *layout = layout_of(cp, in, c);
     for (int k = 0; k < N; k++) {
         int r = k - (N - S);
         if (in->host_opt)
