@@ -55,9 +55,10 @@ static double plan_fits(const struct mpress_profile *p, const struct mpress_topo
     return erc == 0 ? ev.iteration_s : out->iteration_s;
 }
 
-/* gpt3-13b on dgx1 with a node limit of 1000: branch and bound alone kept the greedy plan
- * (9.5580 s) through 5000 nodes; the restricted MILP on greedy's partition and mapping finds a
- * plan at least 5 % faster. Planned twice: the same plan. */
+/* gpt3-13b on dgx1 with a node limit of 1000: branch and bound alone keeps the greedy plan
+ * through 5000 nodes (the MILP's rows refuse its vector within the memory margin, and the search
+ * finds nothing); the restricted MILP on greedy's partition and mapping finds a plan at least
+ * 5 % faster. Planned twice: the same plan. */
 static void dgx1_beats_greedy(void)
 {
     struct mpress_profile p;
@@ -96,7 +97,7 @@ static void dgx1_beats_greedy(void)
 }
 
 /* gpt3-13b on 8 GPUs of dgx2 with the default settings: at most 7.79 s (branch and bound from
- * the greedy start stopped at 8.54 s). */
+ * the greedy start stops at 8.59 s). */
 static void dgx2_reaches_reference(void)
 {
     struct mpress_profile p;
