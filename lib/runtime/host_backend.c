@@ -207,6 +207,7 @@ static int hb_zero(void *ctx, int dev, void *p, uint64_t bytes, struct mpress_er
 
 static void to_host_io(const struct mpress_rt_io *io, struct mpress_host_io *h)
 {
+    memset(h, 0, sizeof(*h));
     memcpy(h->in, io->in, sizeof(h->in));
     memcpy(h->out, io->out, sizeof(h->out));
     memcpy(h->w, io->w, sizeof(h->w));
@@ -216,26 +217,62 @@ static void to_host_io(const struct mpress_rt_io *io, struct mpress_host_io *h)
     memcpy(h->dw, io->dw, sizeof(h->dw));
 }
 
-static int hb_forward(void *ctx, int dev, int op, const struct mpress_rt_key *key,
-                      const struct mpress_rt_io *io, struct mpress_error *err)
+/* A kernel's scratch memory: working memory of the device's arena, for the duration of the
+ * op call, named in the out-of-memory message like the executor's tensors. */
+struct op_scratch {
+    struct host_be *b;
+    int dev, op, stage, bwd;
+    uint32_t micro_batch;
+};
+
+static int scratch_alloc(void *ctx, uint64_t bytes, void **out, struct mpress_error *err)
 {
-    (void)dev;
+    struct op_scratch *s = ctx;
+    char what[200];
+    snprintf(what, sizeof(what), "stage %d (gpu %d), op %s, %s scratch, micro-batch %u",
+             s->stage, s->dev, s->b->model.ops[s->op].name, s->bwd ? "backward" : "forward",
+             s->micro_batch);
+    return hb_alloc(s->b, s->dev, MPRESS_MEM_WORKING, bytes, what, out, err);
+}
+
+static void scratch_free(void *ctx, void *p, uint64_t bytes)
+{
+    struct op_scratch *s = ctx;
+    hb_free(s->b, s->dev, MPRESS_MEM_WORKING, p, bytes);
+}
+
+static int stage_of_op(const struct mpress_plan *plan, int op)
+{
+    for (int k = 0; k < plan->n_stages; k++)
+        if (op >= plan->stages[k].first_op && op <= plan->stages[k].last_op)
+            return k;
+    return -1;
+}
+
+static int hb_run(void *ctx, int dev, int op, const struct mpress_rt_key *key,
+                  const struct mpress_rt_io *io, int bwd, struct mpress_error *err)
+{
     struct host_be *b = ctx;
     struct mpress_host_io h;
     to_host_io(io, &h);
+    struct op_scratch os = {b, dev, op, stage_of_op(b->plan, op), bwd, key->micro_batch};
+    struct mpress_host_scratch sc = {&os, scratch_alloc, scratch_free};
+    h.scratch = &sc;
     struct mpress_rng_key k = {key->seed, key->step, key->micro_batch, key->op};
-    return mpress_host_forward(&b->model, op, &b->hp, &k, &h, err);
+    return bwd ? mpress_host_backward(&b->model, op, &b->hp, &k, &h, err)
+               : mpress_host_forward(&b->model, op, &b->hp, &k, &h, err);
+}
+
+static int hb_forward(void *ctx, int dev, int op, const struct mpress_rt_key *key,
+                      const struct mpress_rt_io *io, struct mpress_error *err)
+{
+    return hb_run(ctx, dev, op, key, io, 0, err);
 }
 
 static int hb_backward(void *ctx, int dev, int op, const struct mpress_rt_key *key,
                        const struct mpress_rt_io *io, struct mpress_error *err)
 {
-    (void)dev;
-    struct host_be *b = ctx;
-    struct mpress_host_io h;
-    to_host_io(io, &h);
-    struct mpress_rng_key k = {key->seed, key->step, key->micro_batch, key->op};
-    return mpress_host_backward(&b->model, op, &b->hp, &k, &h, err);
+    return hb_run(ctx, dev, op, key, io, 1, err);
 }
 
 static int hb_derive(void *ctx, int dev, int op, int saved, const void *producer_out, void *dst)

@@ -193,11 +193,6 @@ struct call {
     struct scratch sc;
 };
 
-static size_t numel(const struct mpress_model_tensor *t)
-{
-    return (size_t)(t->bytes / (uint64_t)mpress_dtype_size(t->dtype));
-}
-
 static int find_role(const struct mpress_model_tensor *list, int n, const char *role)
 {
     for (int i = 0; i < n; i++)
@@ -243,43 +238,6 @@ static const float *view(struct call *c, const void *src, enum mpress_dtype t, s
     if (x)
         load_bf16(x, src, n);
     return x;
-}
-
-/* Where to compute a whole result stored at dst (NULL: not wanted): dst itself for fp32,
- * else scratch; put() stores it. */
-static float *result(struct call *c, void *dst, enum mpress_dtype t, size_t n)
-{
-    return dst && is32(t) ? dst : sc_f(&c->sc, n);
-}
-
-static void put(void *dst, enum mpress_dtype t, const float *src, size_t n)
-{
-    if (dst && (const void *)src != dst)
-        mpress_host_store(dst, src, t, n);
-}
-
-static const float *view_w(struct call *c, const char *role)
-{
-    int i = W(c, role);
-    return view(c, c->io->w[i], c->op->weights[i].dtype, numel(&c->op->weights[i]));
-}
-
-static const float *view_saved(struct call *c, const char *role)
-{
-    int i = SV(c, role);
-    return view(c, c->io->saved[i], c->op->saved[i].dtype, numel(&c->op->saved[i]));
-}
-
-static float *result_saved(struct call *c, const char *role)
-{
-    int i = SV(c, role);
-    return result(c, c->io->saved[i], c->op->saved[i].dtype, numel(&c->op->saved[i]));
-}
-
-static void put_saved(struct call *c, const char *role, const float *x)
-{
-    int i = SV(c, role);
-    put(c->io->saved[i], c->op->saved[i].dtype, x, numel(&c->op->saved[i]));
 }
 
 static void *saved_ptr(struct call *c, const char *role)
@@ -1171,120 +1129,159 @@ static int attn_bwd(struct call *c)
 /* GPT: logits = x word^T. BERT: t = x Wd^T + bd (dense_out), g = gelu(t) (ln_input),
  * u = LN(g) (decoder_input), logits = u word^T + decoder_bias; on the first token x0 = x[0]:
  * p = tanh(x0 Wp^T + bp) (pooler_out), nsp_logits = p Wn^T + bn. */
-static int head_fwd(struct call *c)
+/* A stored tensor the op writes: its saved buffer, or scratch of its bytes when the caller does
+ * not want it saved. */
+static void *saved_or_scratch(struct call *c, const char *role)
+{
+    int i = SV(c, role);
+    return c->io->saved[i] ? c->io->saved[i] : sc_bytes(&c->sc, (size_t)c->op->saved[i].bytes);
+}
+
+/* The BERT head, forward: every intermediate is computed into its saved tensor (stored in the
+ * activation dtype; later steps read it from there, so forward, recompute and backward see the
+ * same values). */
+static int bert_head_fwd(struct call *c)
 {
     int64_t T = c->T, H = c->H, V = c->V, B = c->B;
-    int wi = W(c, "word");
-    enum mpress_dtype wt = c->op->weights[wi].dtype;
-    save_input_copy(c, SV(c, "input"), 0);
-    struct mat x = M_(c->io->in[0], c->act, H, 0), word = M_(c->io->w[wi], wt, H, 1);
-    if (!c->bert) {
-        if (c->io->out[0])
-            gemm_st(&x, &word, T, V, H, NULL, 0, c->io->out[0], c->act, V);
-        return 0;
-    }
-    const float *xf = view(c, c->io->in[0], c->act, (size_t)(T * H));
-    const float *wd = view_w(c, "dense_weight"), *bd = view_w(c, "dense_bias");
-    const float *lg = view_w(c, "ln_gamma"), *lb = view_w(c, "ln_beta");
-    const float *wp = view_w(c, "pooler_weight"), *bp = view_w(c, "pooler_bias");
-    const float *wn = view_w(c, "nsp_weight"), *bn = view_w(c, "nsp_bias");
-    float *t = result_saved(c, "dense_out"), *g = result_saved(c, "ln_input");
-    float *u = result_saved(c, "decoder_input"), *p = result_saved(c, "pooler_out");
-    float *nsp = result(c, c->io->out[1], c->act, (size_t)(B * 2));
+    enum mpress_dtype at = c->act, wt = c->op->weights[W(c, "word")].dtype;
+    float gs[LN_MAX], bs[LN_MAX], xb[CHUNK], yb[CHUNK];
+    void *t = saved_or_scratch(c, "dense_out"), *g = saved_or_scratch(c, "ln_input");
+    void *u = saved_or_scratch(c, "decoder_input"), *p = saved_or_scratch(c, "pooler_out");
+    const float *lg = view_small(c, c->io->w[W(c, "ln_gamma")], wt, (size_t)H, gs, LN_MAX);
+    const float *lb = view_small(c, c->io->w[W(c, "ln_beta")], wt, (size_t)H, bs, LN_MAX);
     if (c->sc.failed)
         return nomem(c);
-    enum mpress_dtype f32 = MPRESS_DTYPE_FP32;
-    struct mat xm = M_(xf, f32, H, 0), wdm = M_(wd, f32, H, 1), um = M_(u, f32, H, 0);
-    gemm_st(&xm, &wdm, T, H, H, bd, 0, t, f32, H);
-    gelu_rows(t, g, (size_t)(T * H));
-    int rc = ln_fwd(c, g, f32, lg, lb, T, H, c->hp->ln_eps, u, f32);
+    const void *x = c->io->in[0];
+    struct mat xm = M_(x, at, H, 0), wd = M_(c->io->w[W(c, "dense_weight")], wt, H, 1);
+    gemm_st(&xm, &wd, T, H, H, c->io->w[W(c, "dense_bias")], 0, t, at, H);
+    size_t n = (size_t)(T * H);
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        float *y = chunk_out(g, at, i, yb);
+        gelu_rows(chunk_in(t, at, i, m, xb), y, m);
+        chunk_put(g, at, i, y, m);
+    }
+    int rc = ln_fwd(c, g, at, lg, lb, T, H, c->hp->ln_eps, u, at);
     if (rc)
         return rc;
-    if (c->io->out[0]) {
-        const float *wf = view_w(c, "word"), *db = view_w(c, "decoder_bias");
-        float *lo = result(c, c->io->out[0], c->act, (size_t)(T * V));
-        if (c->sc.failed)
-            return nomem(c);
-        struct mat wm = M_(wf, f32, H, 1);
-        gemm_st(&um, &wm, T, V, H, db, 0, lo, f32, V);
-        put(c->io->out[0], c->act, lo, (size_t)(T * V));
+    struct mat um = M_(u, at, H, 0), word = M_(c->io->w[W(c, "word")], wt, H, 1);
+    if (c->io->out[0])
+        gemm_st(&um, &word, T, V, H, c->io->w[W(c, "decoder_bias")], 0, c->io->out[0], at, V);
+    /* rows 0 .. b-1 of x are sequence position 0 */
+    struct mat wp = M_(c->io->w[W(c, "pooler_weight")], wt, H, 1);
+    gemm_st(&xm, &wp, B, H, H, c->io->w[W(c, "pooler_bias")], 0, p, at, H);
+    for (size_t i = 0; i < (size_t)(B * H); i += CHUNK) {
+        size_t m = (size_t)(B * H) - i < CHUNK ? (size_t)(B * H) - i : CHUNK;
+        float *y = chunk_out(p, at, i, yb);
+        const float *v = chunk_in(p, at, i, m, xb);
+        for (size_t j = 0; j < m; j++)
+            y[j] = tanhf(v[j]);
+        chunk_put(p, at, i, y, m);
     }
-    struct mat wpm = M_(wp, f32, H, 1), pm = M_(p, f32, H, 0), wnm = M_(wn, f32, H, 1);
-    gemm_st(&xm, &wpm, B, H, H, bp, 0, p, f32, H); /* rows 0 .. b-1 of x: position 0 */
-    for (int64_t i = 0; i < B * H; i++)
-        p[i] = tanhf(p[i]);
-    gemm_st(&pm, &wnm, B, 2, H, bn, 0, nsp, f32, 2);
-    put(c->io->out[1], c->act, nsp, (size_t)(B * 2));
-    put_saved(c, "dense_out", t);
-    put_saved(c, "ln_input", g);
-    put_saved(c, "decoder_input", u);
-    put_saved(c, "pooler_out", p);
+    struct mat pm = M_(p, at, H, 0), wn = M_(c->io->w[W(c, "nsp_weight")], wt, H, 1);
+    if (c->io->out[1])
+        gemm_st(&pm, &wn, B, 2, H, c->io->w[W(c, "nsp_bias")], 0, c->io->out[1], at, 2);
+    sc_free(&c->sc);
+    return 0;
+}
+
+/* GPT: logits = x word^T. BERT: t = x Wd^T + bd (dense_out), g = gelu(t) (ln_input),
+ * u = LN(g) (decoder_input), logits = u word^T + decoder_bias; on the first token x0 = x[0]:
+ * p = tanh(x0 Wp^T + bp) (pooler_out), nsp_logits = p Wn^T + bn. */
+static int head_fwd(struct call *c)
+{
+    save_input_copy(c, SV(c, "input"), 0);
+    if (c->bert)
+        return bert_head_fwd(c);
+    int wi = W(c, "word");
+    struct mat x = M_(c->io->in[0], c->act, c->H, 0);
+    struct mat word = M_(c->io->w[wi], c->op->weights[wi].dtype, c->H, 1);
+    if (c->io->out[0])
+        gemm_st(&x, &word, c->T, c->V, c->H, NULL, 0, c->io->out[0], c->act, c->V);
+    return 0;
+}
+
+/* The BERT head, backward: fp32 scratch du (then reused for dx) and dg [T, H], dp [B, H]. */
+static int bert_head_bwd(struct call *c)
+{
+    int64_t T = c->T, H = c->H, V = c->V, B = c->B;
+    enum mpress_dtype at = c->act, wt = c->op->weights[W(c, "word")].dtype;
+    enum mpress_dtype f32 = MPRESS_DTYPE_FP32;
+    float gs[LN_MAX], tb[CHUNK], pb[CHUNK];
+    const void *dl = c->io->dout[0], *dn = c->io->dout[1], *x = saved_ptr(c, "input");
+    const void *t = saved_ptr(c, "dense_out"), *g = saved_ptr(c, "ln_input");
+    const void *u = saved_ptr(c, "decoder_input"), *p = saved_ptr(c, "pooler_out");
+    const float *lg = view_small(c, c->io->w[W(c, "ln_gamma")], wt, (size_t)H, gs, LN_MAX);
+    float *du = sc_fz(&c->sc, (size_t)(T * H)), *dg = sc_fz(&c->sc, (size_t)(T * H));
+    float *dp = sc_fz(&c->sc, (size_t)(B * H));
+    if (c->sc.failed)
+        return nomem(c);
+#define DW(role) c->io->dw[W(c, role)]
+    struct mat dla = M_(dl, at, V, 0), dlt = M_(dl, at, V, 1), xm = M_(x, at, H, 0);
+    struct mat word = M_(c->io->w[W(c, "word")], wt, H, 0), um = M_(u, at, H, 0);
+    /* logits = u word^T + decoder_bias */
+    gemm_st(&dla, &word, T, H, V, NULL, 1, du, f32, H);
+    if (DW("word"))
+        gemm_st(&dlt, &um, V, H, T, NULL, 1, DW("word"), wt, H);
+    colsum_acc(dl, at, T, V, DW("decoder_bias"), wt);
+    /* u = LN(g), g = gelu(t) */
+    int rc = ln_bwd(c, g, at, lg, du, T, H, c->hp->ln_eps, dg, f32, DW("ln_gamma"),
+                    DW("ln_beta"), wt);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < (size_t)(T * H); i += CHUNK) {
+        size_t m = (size_t)(T * H) - i < CHUNK ? (size_t)(T * H) - i : CHUNK;
+        memcpy(pb, dg + i, m * sizeof(float));
+        gelu_grad(chunk_in(t, at, i, m, tb), pb, dg + i, m);
+    }
+    /* t = x Wd^T + bd; dx into du, now free */
+    float *dx = du;
+    memset(dx, 0, (size_t)(T * H) * sizeof(float));
+    struct mat dgm = M_(dg, f32, H, 0), dgt = M_(dg, f32, H, 1);
+    struct mat wd = M_(c->io->w[W(c, "dense_weight")], wt, H, 0);
+    gemm_st(&dgm, &wd, T, H, H, NULL, 1, dx, f32, H);
+    if (DW("dense_weight"))
+        gemm_st(&dgt, &xm, H, H, T, NULL, 1, DW("dense_weight"), wt, H);
+    colsum_acc(dg, f32, T, H, DW("dense_bias"), wt);
+    /* nsp = p Wn^T + bn, p = tanh(x0 Wp^T + bp) */
+    struct mat dnm = M_(dn, at, 2, 0), dnt = M_(dn, at, 2, 1), pm = M_(p, at, H, 0);
+    struct mat wn = M_(c->io->w[W(c, "nsp_weight")], wt, H, 0);
+    gemm_st(&dnm, &wn, B, H, 2, NULL, 1, dp, f32, H);
+    if (DW("nsp_weight"))
+        gemm_st(&dnt, &pm, 2, H, B, NULL, 1, DW("nsp_weight"), wt, H);
+    colsum_acc(dn, at, B, 2, DW("nsp_bias"), wt);
+    for (size_t i = 0; i < (size_t)(B * H); i += CHUNK) {
+        size_t m = (size_t)(B * H) - i < CHUNK ? (size_t)(B * H) - i : CHUNK;
+        const float *pv = chunk_in(p, at, i, m, pb);
+        for (size_t j = 0; j < m; j++)
+            dp[i + j] *= 1.0f - pv[j] * pv[j];
+    }
+    struct mat dpm = M_(dp, f32, H, 0), dpt = M_(dp, f32, H, 1);
+    struct mat wp = M_(c->io->w[W(c, "pooler_weight")], wt, H, 0);
+    gemm_st(&dpm, &wp, B, H, H, NULL, 1, dx, f32, H); /* dx0 added to rows 0 .. b-1 */
+    if (DW("pooler_weight"))
+        gemm_st(&dpt, &xm, H, H, B, NULL, 1, DW("pooler_weight"), wt, H);
+    colsum_acc(dp, f32, B, H, DW("pooler_bias"), wt);
+#undef DW
+    acc(c->io->din[0], at, dx, (size_t)(T * H));
     sc_free(&c->sc);
     return 0;
 }
 
 static int head_bwd(struct call *c)
 {
-    int64_t T = c->T, H = c->H, V = c->V, B = c->B;
+    if (c->bert)
+        return bert_head_bwd(c);
+    int64_t T = c->T, H = c->H, V = c->V;
     int wi = W(c, "word");
-    enum mpress_dtype wt = c->op->weights[wi].dtype, f32 = MPRESS_DTYPE_FP32;
+    enum mpress_dtype wt = c->op->weights[wi].dtype;
     const void *dl = c->io->dout[0];
     struct mat dla = M_(dl, c->act, V, 0), dlt = M_(dl, c->act, V, 1);
-    if (!c->bert) {
-        struct mat word = M_(c->io->w[wi], wt, H, 0), x = M_(saved_ptr(c, "input"), c->act, H, 0);
-        if (c->io->din[0])
-            gemm_st(&dla, &word, T, H, V, NULL, 1, c->io->din[0], c->act, H);
-        if (c->io->dw[wi])
-            gemm_st(&dlt, &x, V, H, T, NULL, 1, c->io->dw[wi], wt, H);
-        return 0;
-    }
-    const float *x = view_saved(c, "input"), *word = view_w(c, "word");
-    const float *dnsp = view(c, c->io->dout[1], c->act, (size_t)(B * 2));
-    const float *t = view_saved(c, "dense_out"), *g = view_saved(c, "ln_input");
-    const float *u = view_saved(c, "decoder_input"), *p = view_saved(c, "pooler_out");
-    const float *wd = view_w(c, "dense_weight"), *lg = view_w(c, "ln_gamma");
-    const float *wp = view_w(c, "pooler_weight"), *wn = view_w(c, "nsp_weight");
-    float *du = sc_fz(&c->sc, (size_t)(T * H)), *dg = sc_fz(&c->sc, (size_t)(T * H));
-    float *dp = sc_fz(&c->sc, (size_t)(B * H)), *dx = sc_fz(&c->sc, (size_t)(T * H));
-    if (c->sc.failed)
-        return nomem(c);
-    struct mat wm = M_(word, f32, H, 0), um = M_(u, f32, H, 0), dgm = M_(dg, f32, H, 0);
-    struct mat dgt = M_(dg, f32, H, 1), xm = M_(x, f32, H, 0), wdm = M_(wd, f32, H, 0);
-    struct mat dnm = M_(dnsp, f32, 2, 0), dnt = M_(dnsp, f32, 2, 1), wnm = M_(wn, f32, H, 0);
-    struct mat pm = M_(p, f32, H, 0), dpm = M_(dp, f32, H, 0), dpt = M_(dp, f32, H, 1);
-    struct mat wpm = M_(wp, f32, H, 0);
-    /* logits = u word^T + decoder_bias */
-    gemm_st(&dla, &wm, T, H, V, NULL, 1, du, f32, H);
+    struct mat word = M_(c->io->w[wi], wt, H, 0), x = M_(saved_ptr(c, "input"), c->act, H, 0);
+    if (c->io->din[0])
+        gemm_st(&dla, &word, T, H, V, NULL, 1, c->io->din[0], c->act, H);
     if (c->io->dw[wi])
-        gemm_st(&dlt, &um, V, H, T, NULL, 1, c->io->dw[wi], wt, H);
-    colsum_acc(dl, c->act, T, V, c->io->dw[W(c, "decoder_bias")], wt);
-    /* u = LN(g), g = gelu(t) */
-    int rc = ln_bwd(c, g, f32, lg, du, T, H, c->hp->ln_eps, dg, f32,
-                    c->io->dw[W(c, "ln_gamma")], c->io->dw[W(c, "ln_beta")], wt);
-    if (rc)
-        return rc;
-    for (int64_t i = 0; i < T * H; i++) {
-        float dy = dg[i];
-        gelu_grad(t + i, &dy, dg + i, 1);
-    }
-    /* t = x Wd^T + bd */
-    gemm_st(&dgm, &wdm, T, H, H, NULL, 1, dx, f32, H);
-    if (c->io->dw[W(c, "dense_weight")])
-        gemm_st(&dgt, &xm, H, H, T, NULL, 1, c->io->dw[W(c, "dense_weight")], wt, H);
-    colsum_acc(dg, f32, T, H, c->io->dw[W(c, "dense_bias")], wt);
-    /* nsp = p Wn^T + bn, p = tanh(x0 Wp^T + bp) */
-    gemm_st(&dnm, &wnm, B, H, 2, NULL, 1, dp, f32, H);
-    if (c->io->dw[W(c, "nsp_weight")])
-        gemm_st(&dnt, &pm, 2, H, B, NULL, 1, c->io->dw[W(c, "nsp_weight")], wt, H);
-    colsum_acc(dnsp, f32, B, 2, c->io->dw[W(c, "nsp_bias")], wt);
-    for (int64_t i = 0; i < B * H; i++)
-        dp[i] *= 1.0f - p[i] * p[i];
-    gemm_st(&dpm, &wpm, B, H, H, NULL, 1, dx, f32, H); /* dx0 added to rows 0 .. b-1 */
-    if (c->io->dw[W(c, "pooler_weight")])
-        gemm_st(&dpt, &xm, H, H, B, NULL, 1, c->io->dw[W(c, "pooler_weight")], wt, H);
-    colsum_acc(dp, f32, B, H, c->io->dw[W(c, "pooler_bias")], wt);
-    acc(c->io->din[0], c->act, dx, (size_t)(T * H));
-    sc_free(&c->sc);
+        gemm_st(&dlt, &x, V, H, T, NULL, 1, c->io->dw[wi], wt, H);
     return 0;
 }
 
