@@ -586,11 +586,61 @@ static void test_scratch(const char *name, const char *dtype, int flash)
     free(data);
 }
 
+/* Dropout masks from their definition: element i of op k's mask in micro-batch j of step t is
+ * kept when (word_i >> 8) / 2^24 >= p, word_i from mpress_rng_fill with key {seed, t, j, k}
+ * (the kernels draw the words their own way, blocks side by side). gpt-tiny fp32: the
+ * embedding's and an unfused attention's saved masks, at the default p and at p = 0.5. */
+static void test_masks(void)
+{
+    size_t n;
+    uint8_t *data = corpus(&n);
+    struct mpress_model_config c;
+    CHECK(mpress_model_find("gpt-tiny", &c) == 0);
+    snprintf(c.dtype, sizeof(c.dtype), "fp32");
+    for (int half = 0; half < 2; half++) {
+        struct mpress_host_trainer_options o;
+        mpress_host_trainer_options_default(&o);
+        if (half)
+            o.hp.hidden_dropout = o.hp.attn_dropout = 0.5f;
+        struct mpress_host_trainer *t;
+        struct mpress_error err;
+        CHECK(mpress_host_trainer_create(&c, &o, data, n, &t, &err) == 0);
+        float loss;
+        CHECK(mpress_host_trainer_micro_batch(t, 3, &loss, &err) == 0);
+        const struct mpress_model *m = &t->model;
+        for (int i = 0; i < m->n_ops; i++)
+            for (int j = 0; j < m->ops[i].n_saved; j++) {
+                if (strcmp(m->ops[i].saved[j].role, "dropout_mask") != 0 ||
+                    (i != 0 && m->ops[i].op_kind != MPRESS_OP_ATTN_CORE))
+                    continue;
+                float p = m->ops[i].op_kind == MPRESS_OP_ATTN_CORE ? o.hp.attn_dropout
+                                                                    : o.hp.hidden_dropout;
+                uint64_t ne = m->ops[i].saved[j].bytes, bad = 0, kept = 0;
+                uint32_t *w = malloc(ne * sizeof(uint32_t));
+                struct mpress_rng_key k = {o.seed, 0, 3, (uint32_t)i};
+                mpress_rng_fill(&k, 0, ne, w);
+                const uint8_t *mk = t->saved[i][j];
+                for (uint64_t e = 0; e < ne; e++) {
+                    uint8_t want = (double)(w[e] >> 8) / 16777216.0 >= (double)p;
+                    bad += mk[e] != want;
+                    kept += want;
+                }
+                CHECK_MSG(bad == 0, "%s mask: %llu of %llu differ", m->ops[i].name,
+                          (unsigned long long)bad, (unsigned long long)ne);
+                CHECK(kept > 0 && kept < ne);
+                free(w);
+            }
+        mpress_host_trainer_destroy(t);
+    }
+    free(data);
+}
+
 int main(void)
 {
     test_philox();
     test_bf16();
     test_finite_differences();
+    test_masks();
     test_recompute("gpt-tiny", "fp32", 0);
     test_recompute("gpt-tiny", "bf16", 0);
     test_recompute("gpt-tiny", "fp16", 1);
