@@ -20,10 +20,19 @@ _Static_assert(MPRESS_MODEL_MAX_IO == 4 && MPRESS_MODEL_MAX_WEIGHTS == 12 &&
                    MPRESS_MODEL_MAX_SAVED == 8,
                "struct mpress_rt_io mirrors struct mpress_host_io");
 
+/* Freed blocks an arena keeps for the next allocation of the same size (a step allocates the
+ * same sizes every micro-batch): no malloc, no fresh pages to fault in. The arena counts bytes
+ * as before; the blocks it keeps are bounded so that kept and live bytes together never pass
+ * the arena's own high-water mark. */
+#define ARENA_KEEP 64
+
 struct arena {
     pthread_mutex_t lock;
     uint64_t capacity, total, peak_total;
     uint64_t cur[MPRESS_MEM_KINDS], at_peak[MPRESS_MEM_KINDS], max_kind[MPRESS_MEM_KINDS];
+    void *keep[ARENA_KEEP];
+    uint64_t keep_bytes[ARENA_KEEP], kept;
+    int n_keep;
 };
 
 struct host_be {
@@ -79,6 +88,16 @@ static int hb_alloc(void *ctx, int dev, int kind, uint64_t bytes, const char *wh
                                 (unsigned long long)(bytes - (cap - total)));
     }
     charge(a, kind, bytes);
+    for (int i = 0; i < a->n_keep; i++)
+        if (a->keep_bytes[i] == bytes) {
+            *out = a->keep[i];
+            a->kept -= bytes;
+            a->n_keep--;
+            a->keep[i] = a->keep[a->n_keep];
+            a->keep_bytes[i] = a->keep_bytes[a->n_keep];
+            pthread_mutex_unlock(&a->lock);
+            return 0;
+        }
     pthread_mutex_unlock(&a->lock);
     void *p = malloc(bytes ? (size_t)bytes : 1);
     if (!p) {
@@ -102,6 +121,12 @@ static void hb_free(void *ctx, int dev, int kind, void *p, uint64_t bytes)
     pthread_mutex_lock(&a->lock);
     a->cur[kind] -= bytes;
     a->total -= bytes;
+    if (a->n_keep < ARENA_KEEP && a->total + a->kept + bytes <= a->peak_total) {
+        a->keep[a->n_keep] = p;
+        a->keep_bytes[a->n_keep++] = bytes;
+        a->kept += bytes;
+        p = NULL;
+    }
     pthread_mutex_unlock(&a->lock);
     free(p);
 }
@@ -365,8 +390,11 @@ static void hb_destroy(void *ctx)
     struct host_be *b = ctx;
     if (!b)
         return;
-    for (int i = 0; i <= b->n_gpus; i++)
+    for (int i = 0; i <= b->n_gpus; i++) {
+        for (int j = 0; j < b->arenas[i].n_keep; j++)
+            free(b->arenas[i].keep[j]);
         pthread_mutex_destroy(&b->arenas[i].lock);
+    }
     pthread_mutex_destroy(&b->link_lock);
     mpress_model_finish(&b->model);
     free(b);
