@@ -28,6 +28,17 @@
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
 #endif
 
+/* The hottest element-wise loops are compiled for AVX2 and AVX-512 as well, and the CPU's best
+ * is chosen when the library loads (GCC's target_clones, x86-64 with ifunc support). The
+ * clones compute the same values: these loops are element by element (or in the fixed lanes of
+ * sum_f), without contraction into fused multiply-adds (ISO C mode: -ffp-contract=off), so a
+ * wider vector gives the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HOT
+#endif
+
 void mpress_host_hparams_default(struct mpress_host_hparams *hp)
 {
     hp->hidden_dropout = 0.1f;
@@ -290,14 +301,14 @@ static inline float gelu_sig(float x)
     return 1.0f / (1.0f + exp_fast(-2.0f * u));
 }
 
-static void gelu_rows(const float *restrict x, float *restrict y, size_t n)
+HOT static void gelu_rows(const float *restrict x, float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         y[i] = x[i] * gelu_sig(x[i]);
 }
 
 /* g[i] = dy[i]·gelu'(x[i]) */
-static void gelu_grad(const float *restrict x, const float *restrict dy, float *restrict g,
+HOT static void gelu_grad(const float *restrict x, const float *restrict dy, float *restrict g,
                       size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -351,7 +362,7 @@ static float sqdev_f(const float *restrict x, float mean, size_t n)
 }
 
 /* p[j] = exp(z[j] - mx), returns Σ p (eight lanes). */
-static float exp_sum(const float *z, float mx, float *p, size_t n)
+HOT static float exp_sum(const float *z, float mx, float *p, size_t n)
 {
     for (size_t j = 0; j < n; j++)
         p[j] = exp_fast(z[j] - mx);
@@ -484,7 +495,7 @@ static uint32_t drop_thr(float p)
 /* Words [first, first + n) of a stream (1 <= n <= CHUNK), as mpress_rng_fill gives them:
  * Philox 4x32-10 (host_rng.c, docs/runtime.md) on the blocks first / 4 .. (first + n - 1) / 4
  * side by side, one round of all of them at a time, so that the rounds vectorise. */
-static void rng_words(const struct mpress_rng_key *k, uint64_t first, size_t n, uint32_t *out)
+HOT static void rng_words(const struct mpress_rng_key *k, uint64_t first, size_t n, uint32_t *out)
 {
     enum { NB = CHUNK / 4 + 2 };
     uint32_t c0[NB], c1[NB], c2[NB], c3[NB];
@@ -511,11 +522,14 @@ static void rng_words(const struct mpress_rng_key *k, uint64_t first, size_t n, 
             c2[j] = n2;
         }
     }
-    const uint32_t *w[4] = {c0, c1, c2, c3};
-    for (size_t i = 0; i < n; i++) {
-        uint64_t e = first + i;
-        out[i] = w[e & 3][(e >> 2) - b0];
+    uint32_t all[4 * NB];
+    for (size_t j = 0; j < nb; j++) {
+        all[4 * j] = c0[j];
+        all[4 * j + 1] = c1[j];
+        all[4 * j + 2] = c2[j];
+        all[4 * j + 3] = c3[j];
     }
+    memcpy(out, all + (first & 3), n * sizeof(uint32_t));
 }
 
 /* Keep flags of elements [first, first + n) of the stream (n <= CHUNK): element i is kept when

@@ -173,12 +173,7 @@ static float grad_at(const struct mpress_host_param *p, uint64_t i)
     return ((const float *)p->g)[i];
 }
 
-/* One AdamW update over n elements (restrict arrays, so that it vectorises; sqrtf of v >= 0
- * never sets errno, so the option below changes no value). */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-math-errno")
-#endif
+/* One AdamW update over n fp32 elements. */
 static void adamw_chunk(const struct mpress_host_optim *o, float step, float bc2s, float wd,
                         const float *restrict g, float *restrict m, float *restrict v,
                         float *restrict x, size_t n)
@@ -191,10 +186,6 @@ static void adamw_chunk(const struct mpress_host_optim *o, float step, float bc2
         x[i] = x[i] * wd - step * (m[i] / denom);
     }
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
-
 void mpress_host_optim_step(const struct mpress_host_optim *o, int sgd, int t,
                             struct mpress_host_param *p)
 {
