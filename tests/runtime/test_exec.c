@@ -526,11 +526,13 @@ static void test_memory(const char *model, int gpus, const char *policy, int gpi
             CHECK_INT(pg->activations, inflight * saved);
         }
         fprintf(stderr, "memory %s %d devices %s%s, gpu %d (stage %d): measured peak %llu, "
-                "predicted %llu (%+.2f %%); working %llu vs %llu, buffers %llu vs %llu\n",
+                "predicted %llu (%+.2f %%); working %llu (own high-water %llu) vs %llu, buffers %llu "
+                "vs %llu\n",
                 model, gpus, policy, gpipe ? " gpipe" : "", g, k, (unsigned long long)peak,
                 (unsigned long long)pg->peak,
                 100.0 * ((double)peak - (double)pg->peak) / (double)pg->peak,
-                (unsigned long long)at[MPRESS_MEM_WORKING], (unsigned long long)pg->working,
+                (unsigned long long)at[MPRESS_MEM_WORKING],
+                (unsigned long long)mx[MPRESS_MEM_WORKING], (unsigned long long)pg->working,
                 (unsigned long long)at[MPRESS_MEM_BUFFERS], (unsigned long long)pg->buffers);
     }
     mpress_exec_destroy(x);
