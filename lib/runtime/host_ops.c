@@ -1390,7 +1390,8 @@ static int loss_fwd(struct call *c)
     return 0;
 }
 
-/* dz += dL·(p - onehot(label))/rows over rows of n (dz stored, dtype act). */
+/* dz += dL·(p - onehot(label))/rows over rows of n (dz stored, dtype act; NULL: only the
+ * labels are checked). */
 static int xent_grad(struct call *c, const float *p, const int64_t *labels, int64_t rows,
                      int64_t n, int label_stride_s, float g, void *dz)
 {
@@ -1400,7 +1401,7 @@ static int xent_grad(struct call *c, const float *p, const int64_t *labels, int6
         int64_t lab = labels[li];
         if (lab < 0 || lab >= n)
             return fail(c, MPRESS_EINPUT, "label out of range");
-        for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        for (int64_t j0 = 0; dz && j0 < n; j0 += CHUNK) {
             size_t m = (size_t)(n - j0 < CHUNK ? n - j0 : CHUNK);
             const float *restrict pr = p + r * n + j0;
             float *restrict v = gb;
@@ -1418,11 +1419,9 @@ static int loss_bwd(struct call *c)
 {
     float dl;
     memcpy(&dl, c->io->dout[0], sizeof(dl));
-    int rc = 0;
-    if (c->io->din[0])
-        rc = xent_grad(c, saved_ptr(c, "softmax"), c->io->in[1], c->T, c->V, 1,
+    int rc = xent_grad(c, saved_ptr(c, "softmax"), c->io->in[1], c->T, c->V, 1,
                        dl / (float)c->T, c->io->din[0]);
-    if (!rc && c->bert && c->io->din[2])
+    if (!rc && c->bert)
         rc = xent_grad(c, saved_ptr(c, "nsp_softmax"), c->io->in[3], c->B, 2, 0,
                        dl / (float)c->B, c->io->din[2]);
     return rc;
