@@ -989,7 +989,11 @@ static void head_softmax(struct call *c, float *P, float *Pd, uint8_t *mask, uin
     }
 }
 
-/* Scratch of one head's S x D operands for 16-bit storage: q, k, v, context. */
+/* S = q k^T / sqrt(d) (causal for GPT), P = softmax(S), Pd = dropout(P), context = Pd v, one
+ * head at a time. fp32: q, k, v read from the qkv rows and the context written into the output
+ * rows with their strides, P and Pd into their saved tensors; scratch: P and Pd of one head when
+ * they are not saved (flash, or a recompute that does not want them) or 16-bit, and for 16-bit
+ * storage fp32 copies of the head's q, k, v and context. */
 static int attn_fwd(struct call *c)
 {
     int64_t S = c->S, B = c->B, H = c->H, A = c->A, D = c->D;
