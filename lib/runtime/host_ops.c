@@ -9,8 +9,8 @@
  * the stored buffers with their strides and accumulate into the gradients with beta = 1);
  * element-wise work runs over chunks of CHUNK elements in stack buffers, so an element-wise op
  * needs no scratch in any dtype; bf16 GEMM operands are converted tile by tile on the stack.
- * What an op still needs (attention's per-head scores, flash attention, BERT's head, 16-bit
- * staging where noted) comes from the caller's scratch allocator (struct mpress_host_scratch:
+ * What an op still needs (unfused attention's per-head scores, BERT's head backward, 16-bit
+ * attention's per-head operands) comes from the caller's scratch allocator (struct mpress_host_scratch:
  * the backend's arena), counted and freed before the op returns. */
 #include <cblas.h>
 #include <math.h>
@@ -961,14 +961,15 @@ static void head_out(void *p, enum mpress_dtype t, size_t off, int64_t S, int64_
 /* Softmax of one head's scores in place (P = softmax(sc), causal rows cut at the diagonal),
  * then Pd = dropout(P) with the head's mask (saved, or drawn here); lse (flash) when given. */
 static void head_softmax(struct call *c, float *P, float *Pd, uint8_t *mask, uint64_t first,
-                         float *lse)
+                         float *lse, int64_t i0, int64_t nb)
 {
     int64_t S = c->S;
     float pd = c->hp->attn_dropout, dsc = dropout_scale(pd);
     uint32_t thr = drop_thr(pd);
     uint8_t mb[CHUNK];
-    for (int64_t i = 0; i < S; i++) {
-        float *restrict pr = P + i * S;
+    for (int64_t r = 0; r < nb; r++) {
+        int64_t i = i0 + r;
+        float *restrict pr = P + r * S;
         size_t n = (size_t)(c->bert ? S : i + 1);
         float mx = max_f(pr, n), sum = exp_sum(pr, mx, pr, n);
         for (size_t j = 0; j < n; j++)
@@ -981,11 +982,40 @@ static void head_softmax(struct call *c, float *P, float *Pd, uint8_t *mask, uin
             size_t m = (size_t)(S - j0 < CHUNK ? S - j0 : CHUNK);
             uint8_t *restrict mk = mask ? mask + i * S + j0 : mb;
             mask_chunk(c->key, thr, first + (uint64_t)(i * S + j0), m, mk);
-            float *restrict pdr = Pd + i * S + j0;
+            float *restrict pdr = Pd + r * S + j0;
             const float *restrict p = pr + j0;
             for (size_t j = 0; j < m; j++)
                 pdr[j] = mk[j] ? p[j] * dsc : 0.0f;
         }
+    }
+}
+
+/* Flash attention works on blocks of query rows whose scores fit a stack tile of FT floats
+ * (at most FR rows), as FlashAttention keeps its tiles on chip: no S x S buffer. */
+#define FT 4096
+#define FR 16
+
+static int64_t flash_rows(int64_t S)
+{
+    int64_t r = FT / S;
+    return r < 1 ? 1 : r > FR ? FR : r;
+}
+
+/* Flash forward of one head: per block of rows, P = softmax(q k^T / sqrt(d)) and its
+ * log-sum-exp (saved), Pd = dropout(P) with the mask drawn from the key, context = Pd v into
+ * ctx (rows of ldc). */
+static void flash_fwd_head(struct call *c, const float *q, int64_t lq, const float *k, int64_t lk,
+                           const float *v, int64_t lv, uint64_t first, float *lse, float *ctx,
+                           int64_t ldc)
+{
+    int64_t S = c->S, D = c->D, br = flash_rows(S);
+    float P[FT], Pd[FT];
+    for (int64_t i0 = 0; i0 < S; i0 += br) {
+        int64_t nb = S - i0 < br ? S - i0 : br;
+        gemm(0, 1, nb, S, D, 1.0f / sqrtf((float)D), q + i0 * lq, lq, k, lk, 0.0f, P, S);
+        head_softmax(c, P, Pd, NULL, first, lse, i0, nb);
+        if (ctx)
+            gemm(0, 0, nb, D, S, 1.0f, Pd, S, v, lv, 0.0f, ctx + i0 * ldc, ldc);
     }
 }
 
@@ -1014,8 +1044,8 @@ static int attn_fwd(struct call *c)
     if (!out && !Psv && !Pdsv && !msv && !lse)
         return 0;
     int bf = !is32(c->act);
-    float *P = Psv && !bf ? NULL : sc_f(&c->sc, nss);
-    float *Pd = Pdsv && !bf ? NULL : sc_f(&c->sc, nss);
+    float *P = c->flash || (Psv && !bf) ? NULL : sc_f(&c->sc, nss);
+    float *Pd = c->flash || (Pdsv && !bf) ? NULL : sc_f(&c->sc, nss);
     float *hb = bf ? sc_f(&c->sc, (size_t)(4 * S * D)) : NULL;
     if (c->sc.failed)
         return nomem(c);
@@ -1029,17 +1059,24 @@ static int attn_fwd(struct call *c)
                                      &lk);
             const float *v = head_in(qkv, c->act, off + (size_t)(2 * H), S, D, ld,
                                      hb ? hb + 2 * S * D : 0, &lv);
+            size_t oo = (size_t)(b * H + a * D);
+            if (c->flash) {
+                float *ctx = !out ? NULL : bf ? hb + 3 * S * D : (float *)out + oo;
+                flash_fwd_head(c, q, lq, k, lk, v, lv, h * nss, lse ? lse + h * (size_t)S : NULL,
+                               ctx, bf ? D : B * H);
+                if (out && bf)
+                    head_out(out, c->act, oo, S, D, B * H, ctx, 0);
+                continue;
+            }
             float *ph = P ? P : (float *)Psv + h * nss, *pdh = Pd ? Pd : (float *)Pdsv + h * nss;
             gemm(0, 1, S, S, D, 1.0f / sqrtf((float)D), q, lq, k, lk, 0.0f, ph, S);
-            head_softmax(c, ph, pdh, msv ? msv + h * nss : NULL, h * nss,
-                         lse ? lse + h * (size_t)S : NULL);
+            head_softmax(c, ph, pdh, msv ? msv + h * nss : NULL, h * nss, NULL, 0, S);
             if (Psv && P)
                 mpress_host_store((uint16_t *)Psv + h * nss, ph, c->act, nss);
             if (Pdsv && Pd)
                 mpress_host_store((uint16_t *)Pdsv + h * nss, pdh, c->act, nss);
             if (!out)
                 continue;
-            size_t oo = (size_t)(b * H + a * D);
             if (bf) {
                 gemm(0, 0, S, D, S, 1.0f, pdh, S, v, lv, 0.0f, hb + 3 * S * D, D);
                 head_out(out, c->act, oo, S, D, B * H, hb + 3 * S * D, 0);
@@ -1051,18 +1088,20 @@ static int attn_fwd(struct call *c)
     return 0;
 }
 
-/* Flash-style: P = exp(scores - lse) of one head from q, k and the saved log-sum-exp, Pd from
- * the mask drawn again from the same RNG key. */
+/* Flash-style: P = exp(scores - lse) of rows i0 .. i0 + nb - 1 of one head from q (those rows),
+ * k and the saved log-sum-exp, Pd from the mask drawn again from the same RNG key. */
 static void flash_probs(struct call *c, const float *q, int64_t lq, const float *k, int64_t lk,
-                        const float *lse, uint64_t first, float *P, float *Pd)
+                        const float *lse, uint64_t first, float *P, float *Pd, int64_t i0,
+                        int64_t nb)
 {
     int64_t S = c->S, D = c->D;
     float pd = c->hp->attn_dropout, dsc = dropout_scale(pd);
     uint32_t thr = drop_thr(pd);
     uint8_t mb[CHUNK];
-    gemm(0, 1, S, S, D, 1.0f / sqrtf((float)D), q, lq, k, lk, 0.0f, P, S);
-    for (int64_t i = 0; i < S; i++) {
-        float *restrict pr = P + i * S;
+    gemm(0, 1, nb, S, D, 1.0f / sqrtf((float)D), q, lq, k, lk, 0.0f, P, S);
+    for (int64_t r = 0; r < nb; r++) {
+        int64_t i = i0 + r;
+        float *restrict pr = P + r * S;
         size_t n = (size_t)(c->bert ? S : i + 1);
         for (size_t j = 0; j < n; j++)
             pr[j] = exp_fast(pr[j] - lse[i]);
@@ -1071,7 +1110,7 @@ static void flash_probs(struct call *c, const float *q, int64_t lq, const float 
         for (int64_t j0 = 0; j0 < S; j0 += CHUNK) {
             size_t m = (size_t)(S - j0 < CHUNK ? S - j0 : CHUNK);
             mask_chunk(c->key, thr, first + (uint64_t)(i * S + j0), m, mb);
-            float *restrict pdr = Pd + i * S + j0;
+            float *restrict pdr = Pd + r * S + j0;
             for (size_t j = 0; j < m; j++)
                 pdr[j] = mb[j] ? pr[j0 + j] * dsc : 0.0f;
         }
@@ -1080,20 +1119,21 @@ static void flash_probs(struct call *c, const float *q, int64_t lq, const float 
 
 /* dS = P (dP m/(1-p) - rowsum(P dP m/(1-p))) / sqrt(d), in place in dP. */
 static void head_dscores(struct call *c, const float *P, const uint8_t *mask, const float *Pd,
-                         float *dP)
+                         float *dP, int64_t i0, int64_t nb)
 {
     int64_t S = c->S;
     float dsc = dropout_scale(c->hp->attn_dropout), rs = 1.0f / sqrtf((float)c->D);
-    for (int64_t i = 0; i < S; i++) {
-        float *restrict g = dP + i * S;
-        const float *restrict p = P + i * S;
+    for (int64_t r = 0; r < nb; r++) {
+        int64_t i = i0 + r;
+        float *restrict g = dP + r * S;
+        const float *restrict p = P + r * S;
         size_t n = (size_t)(c->bert ? S : i + 1);
         if (mask) {
             const uint8_t *restrict m = mask + i * S;
             for (size_t j = 0; j < n; j++)
                 g[j] = m[j] ? g[j] * dsc : 0.0f;
         } else { /* flash: Pd = P m/(1-p), so m is Pd != 0 where P != 0 */
-            const float *restrict d = Pd + i * S;
+            const float *restrict d = Pd + r * S;
             for (size_t j = 0; j < n; j++)
                 g[j] = d[j] != 0.0f ? g[j] * dsc : 0.0f;
         }
@@ -1109,6 +1149,27 @@ static void head_dscores(struct call *c, const float *P, const uint8_t *mask, co
             g[j] = p[j] * (g[j] - dot) * rs;
         for (j = n; j < (size_t)S; j++)
             g[j] = 0.0f;
+    }
+}
+
+/* Flash backward of one head, per block of rows (stack tiles, as forward): P and Pd again,
+ * dV += Pd^T dC, dP = dC V^T, dS, dQ += dS K for the block's rows, dK += dS^T Q; dq, dk, dv
+ * are fp32 rows of ld, accumulated. */
+static void flash_bwd_head(struct call *c, const float *q, int64_t lq, const float *k, int64_t lk,
+                           const float *v, int64_t lv, const float *dC, int64_t lc,
+                           const float *lse, uint64_t first, float *dq, float *dk, float *dv,
+                           int64_t ld)
+{
+    int64_t S = c->S, D = c->D, br = flash_rows(S);
+    float P[FT], Pd[FT], dP[FT];
+    for (int64_t i0 = 0; i0 < S; i0 += br) {
+        int64_t nb = S - i0 < br ? S - i0 : br;
+        flash_probs(c, q + i0 * lq, lq, k, lk, lse, first, P, Pd, i0, nb);
+        gemm(1, 0, S, D, nb, 1.0f, Pd, S, dC + i0 * lc, lc, 1.0f, dv, ld);
+        gemm(0, 1, nb, S, D, 1.0f, dC + i0 * lc, lc, v, lv, 0.0f, dP, S);
+        head_dscores(c, P, NULL, Pd, dP, i0, nb);
+        gemm(0, 0, nb, D, S, 1.0f, dP, S, k, lk, 1.0f, dq + i0 * ld, ld);
+        gemm(1, 0, S, D, nb, 1.0f, dP, S, q + i0 * lq, lq, 1.0f, dk, ld);
     }
 }
 
@@ -1129,8 +1190,8 @@ static int attn_bwd(struct call *c)
     const void *Pdsv = fl ? NULL : saved_ptr(c, "dropout_out");
     const uint8_t *mask = fl ? NULL : saved_ptr(c, "dropout_mask");
     const float *lse = fl ? saved_ptr(c, "softmax_lse") : NULL;
-    float *dP = sc_f(&c->sc, nss);
-    float *P = fl || bf ? sc_f(&c->sc, nss) : NULL, *Pd = fl || bf ? sc_f(&c->sc, nss) : NULL;
+    float *dP = fl ? NULL : sc_f(&c->sc, nss);
+    float *P = !fl && bf ? sc_f(&c->sc, nss) : NULL, *Pd = !fl && bf ? sc_f(&c->sc, nss) : NULL;
     float *hb = bf ? sc_f(&c->sc, 7 * nsd) : NULL; /* q k v dC dq dk dv */
     if (c->sc.failed)
         return nomem(c);
@@ -1144,12 +1205,24 @@ static int attn_bwd(struct call *c)
             const float *vh = head_in(v, c->act, off, S, D, D, hb ? hb + 2 * nsd : 0, &lv);
             const float *dC = head_in(c->io->dout[0], c->act, (size_t)(b * H + a * D), S, D,
                                       B * H, hb ? hb + 3 * nsd : 0, &lc);
-            const float *ph, *pdh;
+            size_t oq = (size_t)(b * 3 * H + a * D), ok = oq + (size_t)H, ov = oq + 2 * (size_t)H;
+            float *fd = din;
             if (fl) {
-                flash_probs(c, qh, lq, kh, lk, lse + h * (size_t)S, h * nss, P, Pd);
-                ph = P;
-                pdh = Pd;
-            } else if (bf) {
+                if (bf)
+                    memset(hb + 4 * nsd, 0, 3 * nsd * sizeof(float));
+                float *dq = bf ? hb + 4 * nsd : fd + oq, *dk = bf ? hb + 5 * nsd : fd + ok;
+                float *dv = bf ? hb + 6 * nsd : fd + ov;
+                flash_bwd_head(c, qh, lq, kh, lk, vh, lv, dC, lc, lse + h * (size_t)S, h * nss, dq,
+                               dk, dv, bf ? D : l3);
+                if (bf) {
+                    head_out(din, c->act, oq, S, D, l3, dq, 1);
+                    head_out(din, c->act, ok, S, D, l3, dk, 1);
+                    head_out(din, c->act, ov, S, D, l3, dv, 1);
+                }
+                continue;
+            }
+            const float *ph, *pdh;
+            if (bf) {
                 load_bf16(P, (const uint16_t *)Psv + h * nss, nss);
                 load_bf16(Pd, (const uint16_t *)Pdsv + h * nss, nss);
                 ph = P;
@@ -1158,14 +1231,12 @@ static int attn_bwd(struct call *c)
                 ph = (const float *)Psv + h * nss;
                 pdh = (const float *)Pdsv + h * nss;
             }
-            size_t oq = (size_t)(b * 3 * H + a * D), ok = oq + (size_t)H, ov = oq + 2 * (size_t)H;
-            float *fd = din;
             if (bf)
                 gemm(1, 0, S, D, S, 1.0f, pdh, S, dC, lc, 0.0f, hb + 6 * nsd, D);
             else
                 gemm(1, 0, S, D, S, 1.0f, pdh, S, dC, lc, 1.0f, fd + ov, l3);
             gemm(0, 1, S, S, D, 1.0f, dC, lc, vh, lv, 0.0f, dP, S);
-            head_dscores(c, ph, mask ? mask + h * nss : NULL, pdh, dP);
+            head_dscores(c, ph, mask + h * nss, pdh, dP, 0, S);
             if (bf) {
                 gemm(0, 0, S, D, S, 1.0f, dP, S, kh, lk, 0.0f, hb + 4 * nsd, D);
                 gemm(1, 0, S, D, S, 1.0f, dP, S, qh, lq, 0.0f, hb + 5 * nsd, D);
@@ -1183,9 +1254,6 @@ static int attn_bwd(struct call *c)
 
 /* ---- head -------------------------------------------------------------------------------- */
 
-/* GPT: logits = x word^T. BERT: t = x Wd^T + bd (dense_out), g = gelu(t) (ln_input),
- * u = LN(g) (decoder_input), logits = u word^T + decoder_bias; on the first token x0 = x[0]:
- * p = tanh(x0 Wp^T + bp) (pooler_out), nsp_logits = p Wn^T + bn. */
 /* A stored tensor the op writes: its saved buffer, or scratch of its bytes when the caller does
  * not want it saved. */
 static void *saved_or_scratch(struct call *c, const char *role)
