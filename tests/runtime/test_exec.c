@@ -4,7 +4,8 @@
  * host-swap everything, D2D-swap everything, mix the four actions, place optimizer states on
  * the host, cut the stages elsewhere (inside a layer too) and use GPipe instead of 1F1B.
  * Also: resuming from a checkpoint equals running through; a device too small fails with
- * MPRESS_EINFEASIBLE naming device, stage, op, tensor and bytes short; a profile that is not
+ * MPRESS_EINFEASIBLE naming device, stage, op, tensor and bytes short (a kernel's scratch
+ * too); a profile that is not
  * its model and the async schedule are refused before any step. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -604,14 +605,15 @@ static void test_memory(const char *model, int gpus, const char *policy, int gpi
                       (unsigned long long)at[MPRESS_MEM_BUFFERS],
                       (unsigned long long)(vh * (uint64_t)gbp));
         fprintf(stderr, "memory %s %d devices %s%s, gpu %d (stage %d): measured peak %llu, "
-                "predicted %llu (%+.2f %%); activations %llu vs %llu, working %llu vs %llu, "
-                "buffers %llu vs %llu\n",
+                "predicted %llu (%+.2f %%); activations %llu vs %llu, working %llu (own "
+                "high-water %llu) vs %llu, buffers %llu vs %llu\n",
                 model, gpus, policy, gpipe ? " gpipe" : "", g, k, (unsigned long long)peak,
                 (unsigned long long)pg->peak,
                 100.0 * ((double)peak - (double)pg->peak) / (double)pg->peak,
                 (unsigned long long)at[MPRESS_MEM_ACTIVATIONS],
                 (unsigned long long)pg->activations,
-                (unsigned long long)at[MPRESS_MEM_WORKING], (unsigned long long)pg->working,
+                (unsigned long long)at[MPRESS_MEM_WORKING],
+                (unsigned long long)mx[MPRESS_MEM_WORKING], (unsigned long long)pg->working,
                 (unsigned long long)at[MPRESS_MEM_BUFFERS], (unsigned long long)pg->buffers);
     }
     mpress_exec_destroy(x);
@@ -862,6 +864,79 @@ static void test_one_device(const char *model)
     remove(ref);
 }
 
+/* A kernel's scratch is working memory of its device's arena: attention's backward with one
+ * byte less free than its scratch (gpt-tiny, 16-bit: 4·(3s² + 7sd) bytes, docs/runtime.md)
+ * fails cleanly, MPRESS_EINFEASIBLE naming the op, its scratch and the byte short; with the
+ * bytes free it runs and gives them all back. */
+static void test_scratch_arena(void)
+{
+    struct mpress_plan p;
+    if (make_plan("gpt-tiny", 1, "none", &p))
+        return;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    struct mpress_backend be;
+    struct mpress_host_backend_options bo = {0};
+    struct mpress_model_config cfg;
+    struct mpress_host_trainer_options o;
+    mpress_host_trainer_options_default(&o);
+    struct mpress_host_trainer *t = NULL;
+    CHECK(find_config("gpt-tiny", &cfg) == 0);
+    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
+    if (!rc)
+        rc = mpress_host_trainer_create(&cfg, &o, data, n_data, &t, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    float loss;
+    if (!rc)
+        rc = mpress_host_trainer_micro_batch(t, 0, &loss, &err);
+    int op = -1;
+    for (int i = 0; t && i < t->model.n_ops; i++)
+        if (strcmp(t->model.ops[i].name, "layer0.attn_core") == 0)
+            op = i;
+    CHECK(rc == 0 && op >= 0);
+    if (rc == 0 && op >= 0) {
+        struct mpress_host_io h;
+        mpress_host_trainer_io(t, op, &h);
+        struct mpress_rt_io io;
+        memcpy(io.in, h.in, sizeof(io.in));
+        memcpy(io.out, h.out, sizeof(io.out));
+        memcpy(io.w, h.w, sizeof(io.w));
+        memcpy(io.saved, h.saved, sizeof(io.saved));
+        memcpy(io.dout, h.dout, sizeof(io.dout));
+        memcpy(io.din, h.din, sizeof(io.din));
+        memcpy(io.dw, h.dw, sizeof(io.dw));
+        uint64_t S = (uint64_t)cfg.seq, D = (uint64_t)(cfg.hidden / cfg.heads);
+        uint64_t need = 4 * (3 * S * S + 7 * S * D), cap, cur[MPRESS_MEM_KINDS], used = 0;
+        be.memory(be.ctx, 0, &cap, NULL, NULL, NULL);
+        be.usage(be.ctx, 0, cur);
+        for (int k = 0; k < MPRESS_MEM_KINDS; k++)
+            used += cur[k];
+        struct mpress_rt_key key = {o.seed, 0, 0, (uint32_t)op};
+        for (int room = 0; room < 2; room++) {
+            void *fill = NULL;
+            uint64_t fb = cap - used - need + (room ? 0 : 1);
+            CHECK(be.alloc(be.ctx, 0, MPRESS_MEM_WORKING, fb, "filler", &fill, &err) == 0);
+            mpress_error_clear(&err);
+            rc = be.backward(be.ctx, 0, op, &key, &io, &err);
+            if (!room) {
+                fprintf(stderr, "scratch out of memory: %s\n", err.text);
+                CHECK_INT(rc, MPRESS_EINFEASIBLE);
+                CHECK(strstr(err.text, "op layer0.attn_core, backward scratch") != NULL);
+                CHECK(strstr(err.text, ": 1 bytes short") != NULL);
+            } else {
+                CHECK_MSG(rc == 0, "%s", err.text);
+            }
+            be.usage(be.ctx, 0, cur);
+            CHECK_INT(cur[MPRESS_MEM_WORKING], fb);
+            be.free(be.ctx, 0, MPRESS_MEM_WORKING, fill, fb);
+        }
+    }
+    mpress_host_trainer_destroy(t);
+    if (be.destroy)
+        be.destroy(be.ctx);
+    mpress_plan_finish(&p);
+}
+
 int main(void)
 {
     mpress_host_blas_threads(1);
@@ -871,6 +946,7 @@ int main(void)
         return check_done();
     test_refusals();
     test_out_of_memory();
+    test_scratch_arena();
     test_resume();
     test_throttle();
     test_throttle_clock();
