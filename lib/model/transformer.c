@@ -363,7 +363,7 @@ static int is_activation(const struct mpress_model_tensor *t)
 /* workspace: gradients of inputs and outputs live together during backward (each the size of
  * its tensor), plus scratch that is neither saved nor passed on: the pre-softmax scores and
  * their gradient (unfused attention), the fp32 gradient of the logits (loss). */
-static void finish_op(struct builder *bd, struct mpress_model_op *op)
+uint64_t mpress_model_op_gradient_bytes(const struct mpress_model_op *op)
 {
     uint64_t w = 0;
     for (int i = 0; i < op->n_inputs; i++)
@@ -371,6 +371,12 @@ static void finish_op(struct builder *bd, struct mpress_model_op *op)
             w += op->inputs[i].bytes;
     for (int i = 0; i < op->n_outputs; i++)
         w += op->outputs[i].bytes;
+    return w;
+}
+
+static void finish_op(struct builder *bd, struct mpress_model_op *op)
+{
+    uint64_t w = mpress_model_op_gradient_bytes(op);
     uint64_t s = (uint64_t)bd->s, b = (uint64_t)bd->b;
     if (op->op_kind == MPRESS_OP_ATTN_CORE && !bd->flash)
         w += 2 * (uint64_t)bd->a * s * s * b * (uint64_t)mpress_dtype_size(bd->act);

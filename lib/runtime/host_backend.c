@@ -21,10 +21,19 @@ _Static_assert(MPRESS_MODEL_MAX_IO == 4 && MPRESS_MODEL_MAX_WEIGHTS == 12 &&
                    MPRESS_MODEL_MAX_SAVED == 8,
                "struct mpress_rt_io mirrors struct mpress_host_io");
 
+/* Freed blocks an arena keeps for the next allocation of the same size (a step allocates the
+ * same sizes every micro-batch): no malloc, no fresh pages to fault in. The arena counts bytes
+ * as before; the blocks it keeps are bounded so that kept and live bytes together never pass
+ * the arena's own high-water mark. */
+#define ARENA_KEEP 64
+
 struct arena {
     pthread_mutex_t lock;
     uint64_t capacity, total, peak_total;
     uint64_t cur[MPRESS_MEM_KINDS], at_peak[MPRESS_MEM_KINDS], max_kind[MPRESS_MEM_KINDS];
+    void *keep[ARENA_KEEP];
+    uint64_t keep_bytes[ARENA_KEEP], kept;
+    int n_keep;
 };
 
 struct host_be {
@@ -80,6 +89,16 @@ static int hb_alloc(void *ctx, int dev, int kind, uint64_t bytes, const char *wh
                                 (unsigned long long)(bytes - (cap - total)));
     }
     charge(a, kind, bytes);
+    for (int i = 0; i < a->n_keep; i++)
+        if (a->keep_bytes[i] == bytes) {
+            *out = a->keep[i];
+            a->kept -= bytes;
+            a->n_keep--;
+            a->keep[i] = a->keep[a->n_keep];
+            a->keep_bytes[i] = a->keep_bytes[a->n_keep];
+            pthread_mutex_unlock(&a->lock);
+            return 0;
+        }
     pthread_mutex_unlock(&a->lock);
     void *p = malloc(bytes ? (size_t)bytes : 1);
     if (!p) {
@@ -103,6 +122,12 @@ static void hb_free(void *ctx, int dev, int kind, void *p, uint64_t bytes)
     pthread_mutex_lock(&a->lock);
     a->cur[kind] -= bytes;
     a->total -= bytes;
+    if (a->n_keep < ARENA_KEEP && a->total + a->kept + bytes <= a->peak_total) {
+        a->keep[a->n_keep] = p;
+        a->keep_bytes[a->n_keep++] = bytes;
+        a->kept += bytes;
+        p = NULL;
+    }
     pthread_mutex_unlock(&a->lock);
     free(p);
 }
@@ -219,6 +244,7 @@ static int hb_zero(void *ctx, int dev, void *p, uint64_t bytes, struct mpress_er
 
 static void to_host_io(const struct mpress_rt_io *io, struct mpress_host_io *h)
 {
+    memset(h, 0, sizeof(*h));
     memcpy(h->in, io->in, sizeof(h->in));
     memcpy(h->out, io->out, sizeof(h->out));
     memcpy(h->w, io->w, sizeof(h->w));
@@ -228,26 +254,62 @@ static void to_host_io(const struct mpress_rt_io *io, struct mpress_host_io *h)
     memcpy(h->dw, io->dw, sizeof(h->dw));
 }
 
-static int hb_forward(void *ctx, int dev, int op, const struct mpress_rt_key *key,
-                      const struct mpress_rt_io *io, struct mpress_error *err)
+/* A kernel's scratch memory: working memory of the device's arena, for the duration of the
+ * op call, named in the out-of-memory message like the executor's tensors. */
+struct op_scratch {
+    struct host_be *b;
+    int dev, op, stage, bwd;
+    uint32_t micro_batch;
+};
+
+static int scratch_alloc(void *ctx, uint64_t bytes, void **out, struct mpress_error *err)
 {
-    (void)dev;
+    struct op_scratch *s = ctx;
+    char what[200];
+    snprintf(what, sizeof(what), "stage %d (gpu %d), op %s, %s scratch, micro-batch %u",
+             s->stage, s->dev, s->b->model.ops[s->op].name, s->bwd ? "backward" : "forward",
+             s->micro_batch);
+    return hb_alloc(s->b, s->dev, MPRESS_MEM_WORKING, bytes, what, out, err);
+}
+
+static void scratch_free(void *ctx, void *p, uint64_t bytes)
+{
+    struct op_scratch *s = ctx;
+    hb_free(s->b, s->dev, MPRESS_MEM_WORKING, p, bytes);
+}
+
+static int stage_of_op(const struct mpress_plan *plan, int op)
+{
+    for (int k = 0; k < plan->n_stages; k++)
+        if (op >= plan->stages[k].first_op && op <= plan->stages[k].last_op)
+            return k;
+    return -1;
+}
+
+static int hb_run(void *ctx, int dev, int op, const struct mpress_rt_key *key,
+                  const struct mpress_rt_io *io, int bwd, struct mpress_error *err)
+{
     struct host_be *b = ctx;
     struct mpress_host_io h;
     to_host_io(io, &h);
+    struct op_scratch os = {b, dev, op, stage_of_op(b->plan, op), bwd, key->micro_batch};
+    struct mpress_host_scratch sc = {&os, scratch_alloc, scratch_free};
+    h.scratch = &sc;
     struct mpress_rng_key k = {key->seed, key->step, key->micro_batch, key->op};
-    return mpress_host_forward(&b->model, op, &b->hp, &k, &h, err);
+    return bwd ? mpress_host_backward(&b->model, op, &b->hp, &k, &h, err)
+               : mpress_host_forward(&b->model, op, &b->hp, &k, &h, err);
+}
+
+static int hb_forward(void *ctx, int dev, int op, const struct mpress_rt_key *key,
+                      const struct mpress_rt_io *io, struct mpress_error *err)
+{
+    return hb_run(ctx, dev, op, key, io, 0, err);
 }
 
 static int hb_backward(void *ctx, int dev, int op, const struct mpress_rt_key *key,
                        const struct mpress_rt_io *io, struct mpress_error *err)
 {
-    (void)dev;
-    struct host_be *b = ctx;
-    struct mpress_host_io h;
-    to_host_io(io, &h);
-    struct mpress_rng_key k = {key->seed, key->step, key->micro_batch, key->op};
-    return mpress_host_backward(&b->model, op, &b->hp, &k, &h, err);
+    return hb_run(ctx, dev, op, key, io, 1, err);
 }
 
 static int hb_derive(void *ctx, int dev, int op, int saved, const void *producer_out, void *dst)
@@ -340,8 +402,11 @@ static void hb_destroy(void *ctx)
     struct host_be *b = ctx;
     if (!b)
         return;
-    for (int i = 0; i <= b->n_gpus; i++)
+    for (int i = 0; i <= b->n_gpus; i++) {
+        for (int j = 0; j < b->arenas[i].n_keep; j++)
+            free(b->arenas[i].keep[j]);
         pthread_mutex_destroy(&b->arenas[i].lock);
+    }
     pthread_mutex_destroy(&b->link_lock);
     mpress_model_finish(&b->model);
     free(b);

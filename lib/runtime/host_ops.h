@@ -78,6 +78,17 @@ void mpress_host_hparams_default(struct mpress_host_hparams *hp);
  * zeroes them before the first contribution) and into dw[] (weight gradients, the weight's
  * dtype; NULL: not wanted). Accumulating a stored value rounds once per call, so the order of
  * calls is part of the result: reverse op order within a micro-batch, micro-batches in order. */
+/* Where an op call takes its scratch memory (what it needs beyond its tensors: fp32 staging of
+ * 16-bit operands, attention's per-head scores, ...): alloc gives `bytes` (0 or an MPRESS_E*
+ * code with err filled, e.g. MPRESS_EINFEASIBLE when a device arena cannot hold them), free
+ * returns them; every allocation is freed before the call returns. The host backend counts
+ * them in the device's arena as working memory. */
+struct mpress_host_scratch {
+    void *ctx;
+    int (*alloc)(void *ctx, uint64_t bytes, void **out, struct mpress_error *err);
+    void (*free)(void *ctx, void *p, uint64_t bytes);
+};
+
 struct mpress_host_io {
     const void *in[MPRESS_MODEL_MAX_IO];
     void *out[MPRESS_MODEL_MAX_IO];
@@ -86,13 +97,15 @@ struct mpress_host_io {
     const void *dout[MPRESS_MODEL_MAX_IO];
     void *din[MPRESS_MODEL_MAX_IO];
     void *dw[MPRESS_MODEL_MAX_WEIGHTS];
+    const struct mpress_host_scratch *scratch;  /* NULL: malloc */
 };
 
 /* Op `op` of model m; key->op should be `op` (the trainer's convention), and a backward (or a
  * recompute) takes the key of its forward: flash-style attention redraws its mask from it. Errors: MPRESS_EUSAGE
  * for a missing buffer or an op kind this backend does not know, MPRESS_EINPUT for a token or
- * label out of the vocabulary, MPRESS_ESYSTEM when scratch memory cannot be had. Scratch memory
- * (fp32 copies of the op's tensors) is malloc'd per call and freed before returning. */
+ * label out of the vocabulary, MPRESS_ESYSTEM when scratch memory cannot be had, or the scratch
+ * allocator's own error (io->scratch). Scratch memory is taken from io->scratch (or malloc) and
+ * freed before returning; docs/runtime.md, "Kernels", lists what each op takes. */
 int mpress_host_forward(const struct mpress_model *m, int op, const struct mpress_host_hparams *hp,
                         const struct mpress_rng_key *key, const struct mpress_host_io *io,
                         struct mpress_error *err);

@@ -91,6 +91,40 @@ static void snapshot_restore(const struct grad_snapshot *s)
 /* What the reference trainer holds (parameters with their gradients and optimizer state, each
  * op's outputs, output gradients and saved tensors) against this machine's RAM, so that a model
  * too large is refused with a message rather than by the kernel killing the process. */
+/* A scratch allocator that counts: the largest total any one call held (malloc underneath). */
+struct scratch_count {
+    uint64_t now, high;
+};
+
+static int count_alloc(void *ctx, uint64_t bytes, void **out, struct mpress_error *err)
+{
+    struct scratch_count *c = ctx;
+    *out = malloc(bytes ? (size_t)bytes : 1);
+    if (!*out)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory for %llu bytes of scratch",
+                                (unsigned long long)bytes);
+    c->now += bytes;
+    if (c->now > c->high)
+        c->high = c->now;
+    return 0;
+}
+
+static void count_free(void *ctx, void *p, uint64_t bytes)
+{
+    struct scratch_count *c = ctx;
+    c->now -= bytes;
+    free(p);
+}
+
+/* What the op's backward holds besides its tensors in the host backend: the gradients of its
+ * inputs and outputs (each the size of its tensor, as the executor allocates them) and the
+ * largest scratch a forward or backward call of it took (measured). The profile records this
+ * as workspace_bytes, where the analytic model states a GPU's (docs/cost-model.md). */
+static uint64_t host_workspace(const struct mpress_model_op *op, uint64_t scratch)
+{
+    return mpress_model_op_gradient_bytes(op) + scratch;
+}
+
 static int check_ram(const struct mpress_model_config *c, struct mpress_error *err)
 {
     struct mpress_model model;
@@ -146,6 +180,7 @@ int mpress_profile_host(const struct mpress_model_config *m,
     to.seed = o->seed;
     struct mpress_host_trainer *t = NULL;
     double *fwd = NULL, *bwd = NULL, *samples = NULL;
+    uint64_t *scratch = NULL;
     int threads = mpress_host_blas_threads(o->threads);
     rc = mpress_host_trainer_create(m, &to, data, n_data, &t, err);
     if (rc)
@@ -166,9 +201,18 @@ int mpress_profile_host(const struct mpress_model_config *m,
     /* Forward in op order: each op's inputs are its producers' outputs, and rerunning an op
      * with the same RNG key writes the same outputs, so every run sees real data. */
     struct mpress_host_io io;
+    struct scratch_count count[1];
+    const struct mpress_host_scratch counted = {count, count_alloc, count_free};
+    scratch = calloc((size_t)n, sizeof(*scratch));
+    if (!scratch) {
+        rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        goto done;
+    }
     for (int i = 0; i < n; i++) {
         struct mpress_rng_key k = {o->seed, 0, 0, (uint32_t)i};
         mpress_host_trainer_io(t, i, &io);
+        *count = (struct scratch_count){0, 0};
+        io.scratch = &counted;
         for (int r = 0; r < o->warmup + o->repeat; r++) {
             double t0 = now_s();
             rc = mpress_host_forward(model, i, &to.hp, &k, &io, err);
@@ -179,6 +223,7 @@ int mpress_profile_host(const struct mpress_model_config *m,
                 samples[r - o->warmup] = t1 - t0;
         }
         fwd[i] = median(samples, o->repeat);
+        scratch[i] = count->high;
         if (o->progress)
             o->progress(o->progress_ctx, i + 1, 2 * n, model->ops[i].name);
     }
@@ -193,6 +238,8 @@ int mpress_profile_host(const struct mpress_model_config *m,
         struct mpress_rng_key k = {o->seed, 0, 0, (uint32_t)i};
         struct grad_snapshot snap;
         mpress_host_trainer_io(t, i, &io);
+        *count = (struct scratch_count){0, 0};
+        io.scratch = &counted;
         if (snapshot_take(&snap, &model->ops[i], &io)) {
             rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
             goto done;
@@ -211,10 +258,14 @@ int mpress_profile_host(const struct mpress_model_config *m,
         if (rc)
             goto done;
         bwd[i] = median(samples, o->repeat);
+        if (count->high > scratch[i])
+            scratch[i] = count->high;
         if (o->progress)
             o->progress(o->progress_ctx, 2 * n - i, 2 * n, model->ops[i].name);
     }
     rc = mpress_profile_from_model(model, fwd, bwd, "host", MPRESS_HOST_DEVICE, out, err);
+    for (int i = 0; !rc && i < n && i < out->n_ops; i++)
+        out->ops[i].workspace_bytes = host_workspace(&model->ops[i], scratch[i]);
 done:
     mpress_host_blas_threads(threads);
     mpress_host_trainer_destroy(t);
@@ -222,5 +273,6 @@ done:
     free(fwd);
     free(bwd);
     free(samples);
+    free(scratch);
     return rc;
 }

@@ -173,6 +173,19 @@ static float grad_at(const struct mpress_host_param *p, uint64_t i)
     return ((const float *)p->g)[i];
 }
 
+/* One AdamW update over n fp32 elements. */
+static void adamw_chunk(const struct mpress_host_optim *o, float step, float bc2s, float wd,
+                        const float *restrict g, float *restrict m, float *restrict v,
+                        float *restrict x, size_t n)
+{
+    float b1 = o->beta1, b2 = o->beta2, c1 = 1.0f - o->beta1, c2 = 1.0f - o->beta2, eps = o->eps;
+    for (size_t i = 0; i < n; i++) {
+        m[i] = b1 * m[i] + c1 * g[i];
+        v[i] = b2 * v[i] + c2 * g[i] * g[i];
+        float denom = sqrtf(v[i]) / bc2s + eps;
+        x[i] = x[i] * wd - step * (m[i] / denom);
+    }
+}
 void mpress_host_optim_step(const struct mpress_host_optim *o, int sgd, int t,
                             struct mpress_host_param *p)
 {
@@ -192,13 +205,17 @@ void mpress_host_optim_step(const struct mpress_host_optim *o, int sgd, int t,
          * (sqrt(v) / sqrt(bc2) + eps) */
         float bc1 = (float)(1.0 - pow((double)o->beta1, t));
         float bc2s = (float)sqrt(1.0 - pow((double)o->beta2, t));
-        float step = o->lr / bc1;
-        for (uint64_t i = 0; i < p->n; i++) {
-            float g = grad_at(p, i);
-            p->m[i] = o->beta1 * p->m[i] + (1.0f - o->beta1) * g;
-            p->v[i] = o->beta2 * p->v[i] + (1.0f - o->beta2) * g * g;
-            float denom = sqrtf(p->v[i]) / bc2s + o->eps;
-            x[i] = x[i] * wd - step * (p->m[i] / denom);
+        float step = o->lr / bc1, gb[1024];
+        int bf = mpress_host_storage(p->dtype) == MPRESS_DTYPE_BF16;
+        for (uint64_t i = 0; i < p->n; i += 1024) {
+            size_t k = (size_t)(p->n - i < 1024 ? p->n - i : 1024);
+            const float *g = gb;
+            if (bf)
+                for (size_t j = 0; j < k; j++)
+                    gb[j] = mpress_bf16_to_f32(((const uint16_t *)p->g)[i + j]);
+            else
+                g = (const float *)p->g + i;
+            adamw_chunk(o, step, bc2s, wd, g, p->m + i, p->v + i, x + i, k);
         }
     }
     if (p->master)

@@ -88,7 +88,16 @@ for oh in h["ops"]:
     for t in oh["tensors"]:
         # a saved tensor's recompute is its producer's measured forward
         assert t["recompute_s"] == h["ops"][t["recompute_op"]]["fwd_s"], t
+m = a["model"]
 for oh, oa in zip(h["ops"], a["ops"]):
+    # workspace: the op's gradients (the analytic model's count) plus the scratch the host
+    # kernels took, measured; the analytic model's own scratch terms are a GPU's (fp32 logits
+    # gradient in loss, which the host kernel never holds; the scores of unfused attention)
+    wh, wa = oh.pop("workspace_bytes"), oa.pop("workspace_bytes")
+    if oa["kind"] == "loss":
+        assert wh == wa - 4 * m["seq"] * m["micro_batch"] * m["vocab"], (oh["name"], wh, wa)
+    elif oa["kind"] != "attn_core":
+        assert wh >= wa, (oh["name"], wh, wa)
     for o in (oh, oa):
         del o["fwd_s"], o["bwd_s"]
         for t in o["tensors"]:
@@ -98,7 +107,8 @@ assert h["model"] == a["model"]
 EOF
 }
 
-# Other dtypes and attention: the host math runs them, the bytes are still the model's.
+# Other dtypes and attention: the host math runs them, the bytes are still the model's (the
+# workspace the host kernels'.)
 expect_rc 0 "$mpress" profile --backend host --model bert-tiny --dtype fp32 --flash \
     --micro-batch 1 --warmup 0 --repeat 1 -o v.host.json
 expect_rc 0 "$mpress" profile --model bert-tiny --dtype fp32 --flash --micro-batch 1 -o v.json

@@ -1,8 +1,8 @@
 /* The host backend's math, checked independently: Philox 4x32-10 against the Random123
  * known-answer vectors, bf16 rounding on hand-worked values, every op's backward against a
  * central finite difference of its forward (accumulated in double precision), recompute
- * reproducing every saved tensor bit for bit, and backward needing no activation that is not
- * saved. */
+ * reproducing every saved tensor bit for bit, backward needing no activation that is not
+ * saved, and every op's scratch memory against the formulas and the cost model's charge. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -459,11 +459,191 @@ static void test_loss_nsp(const char *dtype)
     free(data);
 }
 
+
+/* ---- scratch ----------------------------------------------------------------------------- */
+
+struct sc_count {
+    uint64_t cur, peak;
+    int fail_at;        /* > 0: the fail_at-th allocation fails (MPRESS_EINFEASIBLE) */
+    int calls;
+};
+
+static int cnt_alloc(void *ctx, uint64_t bytes, void **out, struct mpress_error *err)
+{
+    struct sc_count *s = ctx;
+    if (++s->calls == s->fail_at)
+        return mpress_error_set(err, MPRESS_EINFEASIBLE, "test arena full");
+    *out = malloc(bytes ? (size_t)bytes : 1);
+    s->cur += bytes;
+    if (s->cur > s->peak)
+        s->peak = s->cur;
+    return 0;
+}
+
+static void cnt_free(void *ctx, void *p, uint64_t bytes)
+{
+    struct sc_count *s = ctx;
+    s->cur -= bytes;
+    free(p);
+}
+
+/* The scratch an op takes per call (docs/runtime.md, "Kernels"), from the formulas there: none,
+ * but for attention's per-head buffers (unfused: S x S fp32 scores and probabilities; flash
+ * keeps its row blocks on the stack; 16-bit storage: fp32 copies of one head's S x D operands)
+ * and BERT's head backward (fp32 gradients of its two [T, H] intermediates and of the pooler
+ * [B, H]). */
+static uint64_t scratch_formula(const struct mpress_model *m, int op, int bwd)
+{
+    const struct mpress_model_config *c = &m->config;
+    const struct mpress_model_op *o = &m->ops[op];
+    uint64_t S = (uint64_t)c->seq, D = (uint64_t)(c->hidden / c->heads), H = (uint64_t)c->hidden;
+    uint64_t T = S * (uint64_t)c->micro_batch, B = (uint64_t)c->micro_batch;
+    int bf = strcmp(c->dtype, "fp32") != 0;
+    if (o->op_kind == MPRESS_OP_ATTN_CORE) {
+        uint64_t sd = bf ? (bwd ? 7 : 4) * S * D : 0;
+        uint64_t ss = c->flash_attention ? 0 : bf ? (bwd ? 3 : 2) : (bwd ? 1 : 0);
+        return 4 * (ss * S * S + sd);
+    }
+    if (o->op_kind == MPRESS_OP_HEAD && strcmp(c->family, "bert") == 0 && bwd)
+        return 4 * (2 * T * H + B * H);
+    return 0;
+}
+
+/* What the cost model charges an op beyond the tensors the executor holds for it (its
+ * activation inputs' gradients and its outputs' gradients): workspace_bytes less those. */
+static uint64_t scratch_charge(const struct mpress_model_op *o)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < o->n_inputs; i++)
+        if (o->inputs[i].dtype != MPRESS_DTYPE_I64)
+            t += o->inputs[i].bytes;
+    for (int i = 0; i < o->n_outputs; i++)
+        t += o->outputs[i].bytes;
+    return o->workspace_bytes - t;
+}
+
+/* Every op's scratch, forward and backward, is what the formulas say, all of it is returned by
+ * the end of the call, and it is within what the cost model charges except where docs/runtime.md
+ * says it is not (16-bit flash attention's operand copies; BERT's head backward). An
+ * allocation that fails ends the op with the allocator's error and message, nothing held. */
+static void test_scratch(const char *name, const char *dtype, int flash)
+{
+    size_t n;
+    uint8_t *data = corpus(&n);
+    struct mpress_model_config c;
+    CHECK(mpress_model_find(name, &c) == 0);
+    snprintf(c.dtype, sizeof(c.dtype), "%s", dtype);
+    c.flash_attention = flash;
+    int bf = strcmp(dtype, "fp32") != 0;
+    struct mpress_host_trainer_options o;
+    mpress_host_trainer_options_default(&o);
+    struct mpress_host_trainer *t;
+    struct mpress_error err;
+    CHECK(mpress_host_trainer_create(&c, &o, data, n, &t, &err) == 0);
+    const struct mpress_model *m = &t->model;
+    CHECK(mpress_host_batch_fill(&c, data, n, o.seed, 0, 0, &t->batch, &err) == 0);
+    struct sc_count cnt;
+    struct mpress_host_scratch sc = {&cnt, cnt_alloc, cnt_free};
+    struct mpress_host_io io;
+    uint64_t most = 0, over = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < m->n_ops; j++) {
+            int i = pass ? m->n_ops - 1 - j : j;
+            if (pass && i == m->n_ops - 1)
+                memcpy(t->dout[i][0], &t->loss_grad, sizeof(float));
+            struct mpress_rng_key k = {o.seed, 0, 0, (uint32_t)i};
+            mpress_host_trainer_io(t, i, &io);
+            io.scratch = &sc;
+            memset(&cnt, 0, sizeof(cnt));
+            int rc = pass ? mpress_host_backward(m, i, &o.hp, &k, &io, &err)
+                          : mpress_host_forward(m, i, &o.hp, &k, &io, &err);
+            CHECK_MSG(rc == 0, "%s: %s", m->ops[i].name, err.text);
+            CHECK_INT(cnt.cur, 0);
+            uint64_t want = scratch_formula(m, i, pass), charge = scratch_charge(&m->ops[i]);
+            CHECK_MSG(cnt.peak == want, "%s %s %s %s: scratch %llu, formula %llu", name, dtype,
+                      m->ops[i].name, pass ? "bwd" : "fwd", (unsigned long long)cnt.peak,
+                      (unsigned long long)want);
+            int excused = flash && bf && m->ops[i].op_kind == MPRESS_OP_ATTN_CORE;
+            excused |= m->ops[i].op_kind == MPRESS_OP_HEAD && c.family[0] == 'b' && pass;
+            CHECK_MSG(cnt.peak <= charge || excused, "%s %s %s: scratch %llu over the charge %llu",
+                      name, dtype, m->ops[i].name, (unsigned long long)cnt.peak,
+                      (unsigned long long)charge);
+            most = cnt.peak > most ? cnt.peak : most;
+            if (cnt.peak > charge)
+                over++;
+            if (cnt.peak && pass) { /* the last allocation fails: nothing is left held */
+                int calls = cnt.calls;
+                memset(&cnt, 0, sizeof(cnt));
+                cnt.fail_at = calls;
+                mpress_error_clear(&err);
+                rc = mpress_host_backward(m, i, &o.hp, &k, &io, &err);
+                CHECK_INT(rc, MPRESS_EINFEASIBLE);
+                CHECK(strcmp(err.text, "test arena full") == 0);
+                CHECK_INT(cnt.cur, 0);
+            }
+        }
+    fprintf(stderr, "scratch %s %s%s: largest %llu bytes, %llu op calls over the model's "
+            "charge\n", name, dtype, flash ? " flash" : "", (unsigned long long)most,
+            (unsigned long long)over);
+    mpress_host_trainer_destroy(t);
+    free(data);
+}
+
+/* Dropout masks from their definition: element i of op k's mask in micro-batch j of step t is
+ * kept when (word_i >> 8) / 2^24 >= p, word_i from mpress_rng_fill with key {seed, t, j, k}
+ * (the kernels draw the words their own way, blocks side by side). gpt-tiny fp32: the
+ * embedding's and an unfused attention's saved masks, at the default p and at p = 0.5. */
+static void test_masks(void)
+{
+    size_t n;
+    uint8_t *data = corpus(&n);
+    struct mpress_model_config c;
+    CHECK(mpress_model_find("gpt-tiny", &c) == 0);
+    snprintf(c.dtype, sizeof(c.dtype), "fp32");
+    for (int half = 0; half < 2; half++) {
+        struct mpress_host_trainer_options o;
+        mpress_host_trainer_options_default(&o);
+        if (half)
+            o.hp.hidden_dropout = o.hp.attn_dropout = 0.5f;
+        struct mpress_host_trainer *t;
+        struct mpress_error err;
+        CHECK(mpress_host_trainer_create(&c, &o, data, n, &t, &err) == 0);
+        float loss;
+        CHECK(mpress_host_trainer_micro_batch(t, 3, &loss, &err) == 0);
+        const struct mpress_model *m = &t->model;
+        for (int i = 0; i < m->n_ops; i++)
+            for (int j = 0; j < m->ops[i].n_saved; j++) {
+                if (strcmp(m->ops[i].saved[j].role, "dropout_mask") != 0 ||
+                    (i != 0 && m->ops[i].op_kind != MPRESS_OP_ATTN_CORE))
+                    continue;
+                float p = m->ops[i].op_kind == MPRESS_OP_ATTN_CORE ? o.hp.attn_dropout
+                                                                    : o.hp.hidden_dropout;
+                uint64_t ne = m->ops[i].saved[j].bytes, bad = 0, kept = 0;
+                uint32_t *w = malloc(ne * sizeof(uint32_t));
+                struct mpress_rng_key k = {o.seed, 0, 3, (uint32_t)i};
+                mpress_rng_fill(&k, 0, ne, w);
+                const uint8_t *mk = t->saved[i][j];
+                for (uint64_t e = 0; e < ne; e++) {
+                    uint8_t want = (double)(w[e] >> 8) / 16777216.0 >= (double)p;
+                    bad += mk[e] != want;
+                    kept += want;
+                }
+                CHECK_MSG(bad == 0, "%s mask: %llu of %llu differ", m->ops[i].name,
+                          (unsigned long long)bad, (unsigned long long)ne);
+                CHECK(kept > 0 && kept < ne);
+                free(w);
+            }
+        mpress_host_trainer_destroy(t);
+    }
+    free(data);
+}
+
 int main(void)
 {
     test_philox();
     test_bf16();
     test_finite_differences();
+    test_masks();
     test_recompute("gpt-tiny", "fp32", 0);
     test_recompute("gpt-tiny", "bf16", 0);
     test_recompute("gpt-tiny", "fp16", 1);
@@ -476,5 +656,11 @@ int main(void)
     test_loss_nsp("fp32");
     test_loss_nsp("bf16");
     test_loss_nsp("fp16");
+    test_scratch("gpt-tiny", "fp32", 0);
+    test_scratch("gpt-tiny", "bf16", 0);
+    test_scratch("gpt-tiny", "fp16", 1);
+    test_scratch("bert-tiny", "fp32", 0);
+    test_scratch("bert-tiny", "bf16", 0);
+    test_scratch("bert-tiny", "fp32", 1);
     return check_done();
 }

@@ -4,7 +4,8 @@
 writes the weights, tokens, labels, dropout masks, losses, accumulated gradients and the weights
 after AdamW. This script builds the same model from torch.nn.functional in float64 with the same
 masks, and compares the per-micro-batch losses, every gradient, and the weights after
-torch.optim.AdamW. Tolerances (fp32 C against float64 torch): loss relative 1e-5; a gradient
+torch.optim.AdamW stepped from the C gradients (a gradient within its tolerance but near AdamW's
+eps moves its weight by a different fraction of lr, so the step is checked on its own). Tolerances (fp32 C against float64 torch): loss relative 1e-5; a gradient
 tensor max |C - torch| <= 2e-5 * max |torch| (+ 1e-7); weights after the step within 2 % of the
 learning rate. Exit 0 ok, 1 mismatch, 77 when torch can be neither imported nor installed from
 PyPI (pip --user, else a virtual environment in OUT_DIR).
@@ -160,6 +161,11 @@ def check(path, model):
         if r > 1:
             print("%s: gradient %s max |C - torch| %.3g, max |torch| %.3g" % (model, n, err, scale))
             ok = False
+    # The step from the C gradients: AdamW's first step moves a weight by lr·g/(|g| + eps), so a
+    # gradient within its tolerance but near eps (1e-8) moves it by a different fraction of lr;
+    # the gradients are checked above, the step here.
+    for n in names:
+        W[n].grad = R["g/" + n].to(torch.float64).clone()
     lr, b1, b2, aeps, wd = hp[3:8]
     decay = [W[n] for n in names if int(R["decay/" + n][0])]
     nodecay = [W[n] for n in names if not int(R["decay/" + n][0])]

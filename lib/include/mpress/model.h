@@ -169,6 +169,10 @@ int mpress_model_build(const struct mpress_model_config *m, struct mpress_model 
                        struct mpress_error *err);
 MPRESS_API
 void mpress_model_finish(struct mpress_model *model);
+/* The gradients an op's backward holds together: one per activation input and per output,
+ * each the size of its tensor (the part of workspace_bytes that is not scratch). */
+MPRESS_API
+uint64_t mpress_model_op_gradient_bytes(const struct mpress_model_op *op);
 
 /* Facts of a built model, per micro-batch. */
 MPRESS_API
