@@ -1,15 +1,16 @@
-/* A local search over the partition around the MILP's warm start, before branch and bound.
+/* A local search over the partition around a plan of the MILP, after branch and bound.
  *
  * The full MILP's relaxation balances fractional layers across stages, so on large models its
  * search spends thousands of nodes without finding a plan better than the warm start. With the
  * partition (and on direct fabrics the mapping) fixed, what is left (action counts, D2D split,
- * optimizer placement) has a tight relaxation and solves in a few hundred nodes. The search
- * therefore first solves that restricted MILP on the warm start's partition and mapping, then
- * the MILP with every stage boundary free to move by one block around the best plan's (the
- * mapping still fixed), from that plan, re-centred while it finds a faster one; the best plan
- * found becomes the full search's first incumbent. Every solution of a restricted MILP is one
- * of the full MILP, so this never loses a plan, and only node budgets stop it: the result does
- * not depend on the machine. */
+ * optimizer placement) has a tight relaxation and solves in a few hundred to a few thousand
+ * nodes. The search therefore first solves that restricted MILP on the start's partition and
+ * mapping, then the MILP with every stage boundary free to move by one, then two, blocks around
+ * the best plan's (the mapping still fixed), and on direct fabrics the best partition with the
+ * mapping free, each from the best plan and re-centred while it finds a faster one. Every
+ * solution of a restricted MILP is one of the full MILP (checked against its rows), so this
+ * never returns a plan the MILP does not allow, and only node budgets stop it: the result does
+ * not depend on the machine. Budgets and where it runs: ilp_solve.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +78,9 @@ static void fix_partition(glp_prob *lp, const struct inst *in, const struct cols
                     fix_col(lp, c->f[IX2(k, r, NR)], lo > 0);
                 fix_col(lp, c->ct[IX2(k, r, NR)], lo > prev);
                 prev = lo;
-            } else if (col) {
-                glp_set_col_bnds(lp, col, lo == hi ? GLP_FX : GLP_DB, lo, hi);
+            } else if (col) { /* within the column's own bounds (the last slot is used) */
+                double l = fmax(lo, glp_get_col_lb(lp, col)), h = fmin(hi, glp_get_col_ub(lp, col));
+                glp_set_col_bnds(lp, col, l >= h ? GLP_FX : GLP_DB, l, l >= h ? l : h);
             }
         }
     }
@@ -103,6 +105,17 @@ static double *complete_vector(glp_prob *lp, const double *x)
     sp.msg_lev = GLP_MSG_OFF;
     sp.it_lim = 50 * (glp_get_num_rows(cp) + n) + 10000;
     double *v = NULL;
+    /* Integer columns within lp's own bounds (ilp_vector_feasible checks the rows). */
+    for (int j = 1; j <= n; j++) {
+        int t = glp_get_col_type(lp, j);
+        double r = round(x[j]);
+        if (glp_get_col_kind(lp, j) != GLP_CV &&
+            (((t == GLP_LO || t == GLP_DB || t == GLP_FX) && r < glp_get_col_lb(lp, j) - 1e-9) ||
+             ((t == GLP_UP || t == GLP_DB || t == GLP_FX) && r > glp_get_col_ub(lp, j) + 1e-9))) {
+            glp_delete_prob(cp);
+            return NULL;
+        }
+    }
     if (glp_simplex(cp, &sp) == 0 && glp_get_status(cp) == GLP_OPT &&
         (v = malloc(sizeof(double) * (size_t)(n + 1)))) {
         v[0] = 0;
