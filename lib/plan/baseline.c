@@ -160,6 +160,7 @@ struct greedy {
     int *seen_d2d;  /* ... as D2D, with the peers met in d2d_mask */
     uint32_t *d2d_mask;
     int token;
+    int base_ok; /* the trial's base is the assignment as it stands */
     int *reps;   /* representatives of one stage (scratch) */
     char *group; /* their group: 0 keep, 1 host, 2 d2d; 3 when left out */
     char *pick;  /* scratch for bound_reps */
@@ -473,8 +474,8 @@ static int greedy_choose(struct greedy *g, struct mpress_assignment *a, uint64_t
  * the same action (interchangeable, so the same move is the best one among them) for as long
  * as each application still reduces the shortfall and costs no more time than the first one
  * did: one search per class instead of per tensor. *ev follows the assignment (full
- * evaluations). 0 or -1 out of memory. */
-static int apply_to_class(struct greedy *g, struct mpress_assignment *a,
+ * evaluations, which make the trial's base). */
+static void apply_to_class(struct greedy *g, struct mpress_assignment *a,
                           struct mpress_plan_eval *ev, const struct greedy_cand *best)
 {
     const int best_j = best->j, stage_last = a->stages[best->stage].last_op;
@@ -493,24 +494,22 @@ static int apply_to_class(struct greedy *g, struct mpress_assignment *a,
                   g->p->ops[ac->op].tensors[ac->tensor].bytes);
         uint64_t s0 = plan_shortfall(ev);
         double t0j = ev->iteration_s;
-        if (plan_evaluate_unchecked(g->p, g->topo, g->o->schedule, g->o->micro_batches, a,
-                                    &trial, NULL)) {
-            *ac = saved;
-            return -1;
-        }
+        plan_trial_base(&g->trial, g->p, g->topo, g->o->schedule, g->o->micro_batches, a,
+                        &trial);
         uint64_t s1 = plan_shortfall(&trial);
         double dt = trial.iteration_s - t0j;
         if (j == best_j)
             dt_first = dt;
         else if (s1 >= s0 || dt > dt_first + 1e-9 * t0j) {
             *ac = saved;
+            g->base_ok = 0;
             break;
         }
+        g->base_ok = 1;
         *ev = trial;
         if (ev->fits)
             break;
     }
-    return 0;
 }
 
 /* Only stages on a short GPU, or parking on one, can help (or any when the host is short). */
@@ -529,7 +528,9 @@ static int greedy_step(struct greedy *g, struct mpress_assignment *a, struct mpr
 {
     const struct mpress_topology *topo = g->topo;
     const struct mpress_plan_options *o = g->o;
-    plan_trial_base(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, ev);
+    if (!g->base_ok)
+        plan_trial_base(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, ev);
+    g->base_ok = 1;
     uint64_t short0 = plan_shortfall(ev);
     double t0 = ev->iteration_s;
     struct mpress_plan_eval trial;
@@ -558,11 +559,13 @@ static int greedy_step(struct greedy *g, struct mpress_assignment *a, struct mpr
     if (best < 0)
         return best == -1 ? 1 : -1;
     const struct greedy_cand *c = &g->cand[best];
-    if (c->j >= 0)
-        return apply_to_class(g, a, ev, c);
-    a->stages[c->stage].optimizer_on_host = 1;
-    return plan_evaluate_unchecked(g->p, topo, o->schedule, o->micro_batches, a, ev, NULL) ? -1
-                                                                                          : 0;
+    if (c->j >= 0) {
+        apply_to_class(g, a, ev, c);
+    } else {
+        a->stages[c->stage].optimizer_on_host = 1;
+        plan_trial_base(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, ev);
+    }
+    return 0;
 }
 
 /* Greedy steps until the assignment fits or no move helps; the plan rules are checked once,

@@ -40,22 +40,28 @@ static void eval_clear(struct mpress_plan_eval *ev)
     ev->drain_gpu = -1;
 }
 
-void plan_trial_base(struct plan_trial *t, const struct mpress_profile *p,
-                     const struct mpress_topology *topo, enum mpress_schedule schedule, int M,
-                     const struct mpress_assignment *a, struct mpress_plan_eval *ev)
+/* Whether t's stage facts are those of a's stages (they depend on the cuts only). */
+static int stages_known(const struct plan_trial *t, const struct mpress_assignment *a)
 {
-    uint64_t(*d2d)[MPRESS_MAX_GPUS] = t->s.d2d;
-    memset(&t->s, 0, sizeof(t->s));
-    memset(d2d, 0, sizeof(*d2d) * MPRESS_MAX_GPUS);
-    t->s.d2d = d2d;
-    eval_clear(ev);
-    plan_sum_stages(p, a, &t->s, ev);
-    memcpy(t->action_bytes, ev->action_bytes, sizeof(t->action_bytes));
+    if (t->n_stages != a->n_stages)
+        return 0;
+    for (int k = 0; k < a->n_stages; k++)
+        if (t->first_op[k] != a->stages[k].first_op || t->last_op[k] != a->stages[k].last_op)
+            return 0;
+    return 1;
+}
+
+/* What the trials of a's stages need to know whatever the actions: the stage of each action,
+ * whether byte deltas are exact, and the rounding bound of each stage's time. */
+static void stage_facts(struct plan_trial *t, const struct mpress_profile *p,
+                        const struct mpress_assignment *a)
+{
+    t->n_stages = a->n_stages;
     /* Byte deltas are exact when no sum of saved bytes can saturate, whatever the actions:
      * then every stage sum is the plain sum, in any order. */
     uint64_t all = 0;
     t->exact_bytes = 1;
-    t->finite = 1;
+    t->stages_finite = 1;
     int j = 0;
     for (int k = 0; k < a->n_stages; k++) {
         const struct mpress_plan_stage *st = &a->stages[k];
@@ -80,18 +86,39 @@ void plan_trial_base(struct plan_trial *t, const struct mpress_profile *p,
         /* Two sums of the same terms in different orders differ by at most twice the
          * worst-case rounding of one: 2 (n + 1) u sum |terms| (u = 2^-53), doubled again. */
         t->comp_err[k] = (double)(terms + 2) * ldexp(mag, -51);
-        if (!isfinite(t->comp_err[k]) || !isfinite(t->s.comp[k]))
-            t->finite = 0;
+        if (!isfinite(t->comp_err[k]))
+            t->stages_finite = 0;
+        t->first_op[k] = st->first_op, t->last_op[k] = st->last_op;
     }
+}
+
+void plan_trial_base(struct plan_trial *t, const struct mpress_profile *p,
+                     const struct mpress_topology *topo, enum mpress_schedule schedule, int M,
+                     const struct mpress_assignment *a, struct mpress_plan_eval *ev)
+{
+    uint64_t(*d2d)[MPRESS_MAX_GPUS] = t->s.d2d;
+    memset(&t->s, 0, sizeof(t->s));
+    memset(d2d, 0, sizeof(*d2d) * MPRESS_MAX_GPUS);
+    t->s.d2d = d2d;
+    eval_clear(ev);
+    plan_sum_stages(p, a, &t->s, ev);
+    memcpy(t->action_bytes, ev->action_bytes, sizeof(t->action_bytes));
+    if (!stages_known(t, a))
+        stage_facts(t, p, a);
+    t->finite = t->stages_finite;
+    for (int k = 0; k < a->n_stages; k++)
+        if (!isfinite(t->s.comp[k]))
+            t->finite = 0;
     plan_eval_sums(p, topo, schedule, M, a, &t->s, ev);
     if (!isfinite(ev->iteration_s))
         t->finite = 0;
 }
 
-/* Add (sign 1) or remove (sign -1) the bytes and time of tensor ts under action ac in stage k
- * of the sums, and its bytes in action_bytes. Exact for bytes when t->exact_bytes. */
+/* Add (sign 1) or remove (sign -1) the bytes of tensor ts under action ac in stage k of the
+ * sums, and its bytes in action_bytes (exact when t->exact_bytes), and with timed its recompute
+ * time. */
 static void move_terms(struct plan_trial *t, int k, const struct mpress_saved_tensor *ts,
-                       const struct mpress_plan_action *ac, int sign)
+                       const struct mpress_plan_action *ac, int sign, int timed)
 {
     struct stage_sums *s = &t->s;
     uint64_t b = ts->bytes;
@@ -102,8 +129,10 @@ static void move_terms(struct plan_trial *t, int k, const struct mpress_saved_te
         return;
     }
     DELTA(s->evicted[k], b);
-    if (ac->action == MPRESS_ACTION_RECOMPUTE)
-        s->comp[k] += sign * ts->recompute_s;
+    if (ac->action == MPRESS_ACTION_RECOMPUTE) {
+        if (timed)
+            s->comp[k] += sign * ts->recompute_s;
+    }
     else if (ac->action == MPRESS_ACTION_HOST_SWAP)
         DELTA(s->host[k], b);
     else
@@ -136,12 +165,12 @@ int plan_trial_eval(struct plan_trial *t, const struct mpress_profile *p,
     struct stage_sums keep = t->s; /* the arrays; d2d is restored by the reverse moves */
     uint64_t keep_bytes[MPRESS_N_ACTIONS];
     memcpy(keep_bytes, t->action_bytes, sizeof(keep_bytes));
-    move_terms(t, k, ts, old, -1);
-    move_terms(t, k, ts, ac, 1);
+    move_terms(t, k, ts, old, -1, timed);
+    move_terms(t, k, ts, ac, 1, timed);
     memcpy(ev->action_bytes, t->action_bytes, sizeof(ev->action_bytes));
     plan_eval_sums(p, topo, schedule, M, a, &t->s, ev);
-    move_terms(t, k, ts, ac, -1);
-    move_terms(t, k, ts, old, 1);
+    move_terms(t, k, ts, ac, -1, 0);
+    move_terms(t, k, ts, old, 1, 0);
     keep.d2d = t->s.d2d;
     t->s = keep;
     memcpy(t->action_bytes, keep_bytes, sizeof(keep_bytes));

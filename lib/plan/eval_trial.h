@@ -50,6 +50,9 @@ struct plan_trial {
     double comp_err[MPRESS_MAX_GPUS]; /* bound on rounding of comp[k] after one change */
     int *stage_of;                   /* stage of each action */
     int n_actions;
+    /* the stages those facts are for (they depend on the cuts, not the actions) */
+    int n_stages, first_op[MPRESS_MAX_GPUS], last_op[MPRESS_MAX_GPUS];
+    int stages_finite;
 };
 
 /* Allocate a trial for assignments of p's tensors. 0 or MPRESS_ESYSTEM. */
