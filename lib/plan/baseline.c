@@ -172,6 +172,7 @@ static void set_action(struct mpress_plan_action *ac, enum mpress_action kind, i
 
 struct greedy_cand {
     int stage, j, kind, peer; /* j < 0: the stage's optimizer to host; kind >= 3: D2D */
+    int grp;                  /* the group of the action held (stage_reps) */
     double score, lo, hi;     /* the trial's score and bounds on the full evaluation's */
 };
 
@@ -182,6 +183,8 @@ struct greedy {
     struct plan_trial trial;
     int *first_j;   /* first action of each stage, n_stages + 1 */
     int *cls;       /* class of each action: the least action index of its class */
+    int *name_id;   /* the least action index of the same op kind and tensor name */
+    char bounded[MPRESS_MAX_GPUS][3]; /* this step left out some of stage k's group */
     int *seen;      /* per class: token of the stage visit it was last met as keep */
     int *seen_host; /* ... as host swap */
     int *seen_d2d;  /* ... as D2D, with the peers met in d2d_mask */
@@ -228,13 +231,16 @@ static int greedy_classes(struct greedy *g, const struct mpress_assignment *a)
         keys[j] = (struct class_key){op->kind, ts->name, ts->bytes, ts->recompute_s, j};
     }
     qsort(keys, (size_t)n, sizeof(*keys), class_cmp);
-    for (int q = 0, first = -1; q < n; q++) {
-        if (q == 0 || (strcmp(keys[q].kind, keys[q - 1].kind) != 0 ||
-                      strcmp(keys[q].name, keys[q - 1].name) != 0 ||
-                      keys[q].bytes != keys[q - 1].bytes ||
-                      keys[q].recompute_s != keys[q - 1].recompute_s))
+    for (int q = 0, first = -1, named = -1; q < n; q++) {
+        int name = q == 0 || strcmp(keys[q].kind, keys[q - 1].kind) != 0 ||
+                   strcmp(keys[q].name, keys[q - 1].name) != 0;
+        if (name)
+            named = keys[q].j;
+        if (name || keys[q].bytes != keys[q - 1].bytes ||
+            keys[q].recompute_s != keys[q - 1].recompute_s)
             first = keys[q].j;
         g->cls[keys[q].j] = first;
+        g->name_id[keys[q].j] = named;
     }
     free(keys);
     return 0;
@@ -243,7 +249,7 @@ static int greedy_classes(struct greedy *g, const struct mpress_assignment *a)
 static void greedy_free(struct greedy *g)
 {
     plan_trial_free(&g->trial);
-    free(g->first_j), free(g->cls), free(g->seen), free(g->seen_host), free(g->seen_d2d);
+    free(g->first_j), free(g->cls), free(g->name_id), free(g->seen), free(g->seen_host), free(g->seen_d2d);
     free(g->d2d_mask), free(g->reps), free(g->group), free(g->pick), free(g->cand);
 }
 
@@ -259,6 +265,7 @@ static int greedy_init(struct greedy *g, const struct mpress_profile *p,
     size_t n = (size_t)(a->n_actions > 0 ? a->n_actions : 1);
     g->first_j = malloc(sizeof(int) * (size_t)(a->n_stages + 1));
     g->cls = malloc(sizeof(int) * n);
+    g->name_id = malloc(sizeof(int) * n);
     g->seen = calloc(n, sizeof(int));
     g->seen_host = calloc(n, sizeof(int));
     g->seen_d2d = calloc(n, sizeof(int));
@@ -266,7 +273,7 @@ static int greedy_init(struct greedy *g, const struct mpress_profile *p,
     g->reps = malloc(sizeof(int) * n);
     g->group = malloc(n);
     g->pick = malloc(n);
-    if (!g->first_j || !g->cls || !g->seen || !g->seen_host || !g->seen_d2d || !g->d2d_mask ||
+    if (!g->first_j || !g->cls || !g->name_id || !g->seen || !g->seen_host || !g->seen_d2d || !g->d2d_mask ||
         !g->reps || !g->group || !g->pick || greedy_classes(g, a)) {
         greedy_free(g);
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
@@ -311,9 +318,9 @@ static double score_of(const struct mpress_plan_eval *trial, double err, uint64_
 
 /* Record a candidate move with its trial evaluation (nothing when it removes nothing). */
 static int add_cand(struct greedy *g, const struct mpress_plan_eval *trial, double err,
-                    uint64_t short0, double t0, int stage, int j, int kind, int peer)
+                    uint64_t short0, double t0, int stage, int j, int kind, int peer, int grp)
 {
-    struct greedy_cand c = {.stage = stage, .j = j, .kind = kind, .peer = peer};
+    struct greedy_cand c = {.stage = stage, .j = j, .kind = kind, .peer = peer, .grp = grp};
     c.score = score_of(trial, err, short0, t0, &c.lo, &c.hi);
     if (c.score < 0)
         return 0;
@@ -390,13 +397,15 @@ static void top_pick(const struct greedy *g, const struct mpress_assignment *a, 
         pick[pos[i]] = 1;
 }
 
-/* Leave out (group 3) the representatives beyond the bound of each group. */
-static void bound_reps(struct greedy *g, const struct mpress_assignment *a, int n, char *pick)
+/* Leave out (group 3) the representatives of stage k beyond the bound of each group. */
+static void bound_reps(struct greedy *g, const struct mpress_assignment *a, int k, int n,
+                       char *pick)
 {
     for (int grp = 0; grp < 3; grp++) {
         int count = 0;
         for (int q = 0; q < n; q++)
             count += g->group[q] == grp;
+        g->bounded[k][grp] = count > GREEDY_TOP;
         if (count <= GREEDY_TOP)
             continue;
         memset(pick, 0, (size_t)n);
@@ -444,7 +453,8 @@ static int try_tensor(struct greedy *g, struct mpress_assignment *a,
         int rc = plan_trial_eval(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, j,
                                  &saved, &trial, &err);
         *ac = saved;
-        if (rc || add_cand(g, &trial, err, short0, t0, k, j, kind, peer))
+        if (rc || add_cand(g, &trial, err, short0, t0, k, j, kind, peer,
+                           from_host ? 1 : from_d2d ? 2 : 0))
             return -1;
     }
     return 0;
@@ -500,17 +510,23 @@ static int greedy_choose(struct greedy *g, struct mpress_assignment *a, uint64_t
 /* Apply the move to best->j, then to the other tensors of its class in the stage that hold
  * the same action (interchangeable, so the same move is the best one among them) for as long
  * as each application still reduces the shortfall and costs no more time than the first one
- * did: one search per class instead of per tensor. *ev follows the assignment (full
- * evaluations, which make the trial's base). */
-static void apply_to_class(struct greedy *g, struct mpress_assignment *a,
+ * did: one search per class instead of per tensor. Each application is a trial on the sums
+ * with the ones before it committed (O(GPUs), so that a class of thousands costs no more than
+ * one sum of the plan); the times compared are within 1e-15 or so of the full evaluation's,
+ * far inside the 1e-9 slack of the comparison. At the end *ev is the full evaluation of the
+ * assignment, which is the trial's base again. 0, or -1 out of memory. */
+static int apply_to_class(struct greedy *g, struct mpress_assignment *a,
                           struct mpress_plan_eval *ev, const struct greedy_cand *best)
 {
+    const struct mpress_topology *topo = g->topo;
+    const struct mpress_plan_options *o = g->o;
     const int best_j = best->j, stage_last = a->stages[best->stage].last_op;
     enum mpress_action from = a->actions[best_j].action;
     int from_d2d = from == MPRESS_ACTION_D2D_SWAP;
     int from_peer = from_d2d ? a->actions[best_j].peers[0] : -1;
     double dt_first = 0;
     struct mpress_plan_eval trial;
+    int rc = 0;
     for (int j = best_j; j < g->first_j[best->stage + 1]; j++) {
         struct mpress_plan_action *ac = &a->actions[j];
         if (j != best_j && (ac->action != from || (from_d2d && ac->peers[0] != from_peer) ||
@@ -520,23 +536,78 @@ static void apply_to_class(struct greedy *g, struct mpress_assignment *a,
         make_move(ac, best->kind, best->peer, stage_last,
                   g->p->ops[ac->op].tensors[ac->tensor].bytes);
         uint64_t s0 = plan_shortfall(ev);
-        double t0j = ev->iteration_s;
-        plan_trial_base(&g->trial, g->p, g->topo, g->o->schedule, g->o->micro_batches, a,
-                        &trial);
+        double t0j = ev->iteration_s, err;
+        if (plan_trial_eval(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, j, &saved,
+                            &trial, &err)) {
+            *ac = saved;
+            rc = -1;
+            break;
+        }
         uint64_t s1 = plan_shortfall(&trial);
         double dt = trial.iteration_s - t0j;
         if (j == best_j)
             dt_first = dt;
         else if (s1 >= s0 || dt > dt_first + 1e-9 * t0j) {
             *ac = saved;
-            g->base_ok = 0;
             break;
         }
-        g->base_ok = 1;
+        plan_trial_commit(&g->trial, g->p, a, j, &saved);
         *ev = trial;
         if (ev->fits)
             break;
     }
+    plan_trial_base(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, ev);
+    g->base_ok = 1;
+    return rc;
+}
+
+/* When the step left out some of the group of the best move's tensor (its stage has more
+ * classes than a step tries), the move also goes to the stage's other tensors of the same op
+ * kind and tensor name that hold the same action, in action order: each one whose score on
+ * the assignment as it stands (trials on the committed sums) is at least `runner_up`, the
+ * best score of the step outside that kind and name. These are moves the next steps would
+ * make one by one; batching them keeps the number of steps, each a sum of the plan, from
+ * growing with the tensors moved. *ev follows, the full evaluation at the end. */
+static int extend_group(struct greedy *g, struct mpress_assignment *a,
+                        struct mpress_plan_eval *ev, const struct greedy_cand *best,
+                        const struct mpress_plan_action *held, double runner_up)
+{
+    const struct mpress_topology *topo = g->topo;
+    const struct mpress_plan_options *o = g->o;
+    const int stage_last = a->stages[best->stage].last_op;
+    struct mpress_plan_eval trial;
+    int rc = 0;
+    for (int j = g->first_j[best->stage]; j < g->first_j[best->stage + 1] && !ev->fits; j++) {
+        struct mpress_plan_action *ac = &a->actions[j];
+        uint64_t bytes = g->p->ops[ac->op].tensors[ac->tensor].bytes;
+        if (g->name_id[j] != g->name_id[best->j] || ac->action != held->action ||
+            (held->action == MPRESS_ACTION_D2D_SWAP && ac->peers[0] != held->peers[0]) ||
+            bytes == 0)
+            continue;
+        struct mpress_plan_action saved = *ac;
+        make_move(ac, best->kind, best->peer, stage_last, bytes);
+        double err;
+        if (plan_trial_eval(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, j, &saved,
+                            &trial, &err)) {
+            *ac = saved;
+            rc = -1;
+            break;
+        }
+        uint64_t s0 = plan_shortfall(ev), s1 = plan_shortfall(&trial);
+        int ok = s1 < s0 && (best->peer < 0 || trial.gpus[best->peer].peak <=
+                                                   trial.gpus[best->peer].capacity);
+        if (ok)
+            ok = (double)(s0 - s1) / fmax(trial.iteration_s - ev->iteration_s, 1e-12) >=
+                 runner_up;
+        if (!ok) {
+            *ac = saved;
+            continue;
+        }
+        plan_trial_commit(&g->trial, g->p, a, j, &saved);
+        *ev = trial;
+    }
+    plan_trial_base(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, ev);
+    return rc;
 }
 
 /* Only stages on a short GPU, or parking on one, can help (or any when the host is short). */
@@ -573,11 +644,11 @@ static int greedy_step(struct greedy *g, struct mpress_assignment *a, struct mpr
             int rc = plan_trial_eval(&g->trial, g->p, topo, o->schedule, o->micro_batches, a,
                                      -1, NULL, &trial, &err);
             st->optimizer_on_host = 0;
-            if (rc || add_cand(g, &trial, err, short0, t0, k, -1, 0, -1))
+            if (rc || add_cand(g, &trial, err, short0, t0, k, -1, 0, -1, 0))
                 return -1;
         }
         int n = stage_reps(g, a, ev, k);
-        bound_reps(g, a, n, g->pick);
+        bound_reps(g, a, k, n, g->pick);
         for (int q = 0; q < n; q++)
             if (g->group[q] != 3 && try_tensor(g, a, ev, k, g->reps[q], short0, t0))
                 return -1;
@@ -587,10 +658,42 @@ static int greedy_step(struct greedy *g, struct mpress_assignment *a, struct mpr
         return best == -1 ? 1 : -1;
     const struct greedy_cand *c = &g->cand[best];
     if (c->j >= 0) {
-        apply_to_class(g, a, ev, c);
-    } else {
-        a->stages[c->stage].optimizer_on_host = 1;
-        plan_trial_base(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, ev);
+        struct mpress_plan_action held = a->actions[c->j];
+        int rc = apply_to_class(g, a, ev, c);
+        if (rc || ev->fits || !g->bounded[c->stage][c->grp])
+            return rc;
+        double runner_up = 0;
+        for (int q = 0; q < g->n_cand; q++) {
+            const struct greedy_cand *d = &g->cand[q];
+            if (d->j < 0 || d->stage != c->stage || g->name_id[d->j] != g->name_id[c->j])
+                runner_up = fmax(runner_up, d->score);
+        }
+        return extend_group(g, a, ev, c, &held, runner_up);
+    }
+    a->stages[c->stage].optimizer_on_host = 1;
+    plan_trial_base(&g->trial, g->p, topo, o->schedule, o->micro_batches, a, ev);
+    return 0;
+}
+
+/* Whether some GPU is over its capacity whatever the actions: a stage holds at least one
+ * micro-batch of each saved tensor (kept ones n times, evicted ones in the working set) besides
+ * its model states (the optimizer's only when the host cannot take them), largest workspace,
+ * boundary buffers and reserve (docs/cost-model.md). Then no move can make the plan fit, and
+ * the greedy stops at once instead of moving every tensor. */
+static int cannot_fit(const struct greedy *g, const struct mpress_assignment *a,
+                      const struct mpress_plan_eval *ev)
+{
+    const struct stage_sums *s = &g->trial.s;
+    int host_ok = plan_host_bw(g->topo) > 0 && g->topo->pcie_bytes_per_s > 0;
+    for (int k = 0; k < a->n_stages; k++) {
+        const struct mpress_plan_gpu *mg = &ev->gpus[a->stages[k].gpu];
+        uint64_t floor = plan_add(mg->weights, mg->gradients);
+        if (!host_ok && !a->stages[k].optimizer_on_host)
+            floor = plan_add(floor, mg->optimizer);
+        floor = plan_add(floor, plan_add(s->kept[k], s->evicted[k]));
+        floor = plan_add(floor, plan_add(s->ws[k], plan_add(mg->buffers, mg->reserve)));
+        if (floor > mg->capacity)
+            return 1;
     }
     return 0;
 }
@@ -605,8 +708,11 @@ static int greedy(const struct mpress_profile *p, const struct mpress_topology *
     int rc = greedy_init(&g, p, topo, o, a, err);
     if (rc)
         return rc;
-    while (!ev->fits && (rc = greedy_step(&g, a, ev)) == 0)
-        ;
+    plan_trial_base(&g.trial, p, topo, o->schedule, o->micro_batches, a, ev);
+    g.base_ok = 1;
+    if (!cannot_fit(&g, a, ev))
+        while (!ev->fits && (rc = greedy_step(&g, a, ev)) == 0)
+            ;
     greedy_free(&g);
     if (rc < 0)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");

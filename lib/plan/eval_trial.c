@@ -106,9 +106,12 @@ void plan_trial_base(struct plan_trial *t, const struct mpress_profile *p,
     if (!stages_known(t, a))
         stage_facts(t, p, a);
     t->finite = t->stages_finite;
-    for (int k = 0; k < a->n_stages; k++)
+    t->stale = 0;
+    for (int k = 0; k < a->n_stages; k++) {
+        t->drift[k] = 0;
         if (!isfinite(t->s.comp[k]))
             t->finite = 0;
+    }
     plan_eval_sums(p, topo, schedule, M, a, &t->s, ev);
     if (!isfinite(ev->iteration_s))
         t->finite = 0;
@@ -149,38 +152,60 @@ int plan_trial_eval(struct plan_trial *t, const struct mpress_profile *p,
 {
     *time_err = 0;
     const struct mpress_plan_action *ac = j >= 0 ? &a->actions[j] : NULL;
-    int timed = ac && (old->action == MPRESS_ACTION_RECOMPUTE ||
-                       ac->action == MPRESS_ACTION_RECOMPUTE) &&
-                old->action != ac->action;
-    if (!t->exact_bytes || (timed && !t->finite))
+    int timed = ac && (old->action == MPRESS_ACTION_RECOMPUTE) !=
+                          (ac->action == MPRESS_ACTION_RECOMPUTE);
+    if (!t->exact_bytes || t->stale || (timed && !t->finite))
         return plan_evaluate_unchecked(p, topo, schedule, M, a, ev, NULL) ? MPRESS_ESYSTEM : 0;
     eval_clear(ev);
-    if (!ac) {
+    const int k = ac ? t->stage_of[j] : 0;
+    if (ac) {
+        const struct mpress_saved_tensor *ts = &p->ops[ac->op].tensors[ac->tensor];
+        struct stage_sums keep = t->s; /* the arrays; d2d is restored by the reverse moves */
+        uint64_t keep_bytes[MPRESS_N_ACTIONS];
+        memcpy(keep_bytes, t->action_bytes, sizeof(keep_bytes));
+        move_terms(t, k, ts, old, -1, timed);
+        move_terms(t, k, ts, ac, 1, timed);
         memcpy(ev->action_bytes, t->action_bytes, sizeof(ev->action_bytes));
         plan_eval_sums(p, topo, schedule, M, a, &t->s, ev);
-        return 0;
+        move_terms(t, k, ts, ac, -1, 0);
+        move_terms(t, k, ts, old, 1, 0);
+        keep.d2d = t->s.d2d;
+        t->s = keep;
+        memcpy(t->action_bytes, keep_bytes, sizeof(keep_bytes));
+    } else {
+        memcpy(ev->action_bytes, t->action_bytes, sizeof(ev->action_bytes));
+        plan_eval_sums(p, topo, schedule, M, a, &t->s, ev);
     }
-    const int k = t->stage_of[j];
-    const struct mpress_saved_tensor *ts = &p->ops[ac->op].tensors[ac->tensor];
-    struct stage_sums keep = t->s; /* the arrays; d2d is restored by the reverse moves */
-    uint64_t keep_bytes[MPRESS_N_ACTIONS];
-    memcpy(keep_bytes, t->action_bytes, sizeof(keep_bytes));
-    move_terms(t, k, ts, old, -1, timed);
-    move_terms(t, k, ts, ac, 1, timed);
-    memcpy(ev->action_bytes, t->action_bytes, sizeof(ev->action_bytes));
-    plan_eval_sums(p, topo, schedule, M, a, &t->s, ev);
-    move_terms(t, k, ts, ac, -1, 0);
-    move_terms(t, k, ts, old, 1, 0);
-    keep.d2d = t->s.d2d;
-    t->s = keep;
-    memcpy(t->action_bytes, keep_bytes, sizeof(keep_bytes));
-    if (timed) {
-        /* comp[k] moves by comp_err[k] at most; the iteration time takes it once in the fill
-         * and drain, M - 1 times in the cycle and once in the optimizer tail's slack, and
-         * every later operation may round once more. */
+    /* comp[k] moves by comp_err[k] at most, and every stage by the rounding its commits
+     * added; the iteration time takes a stage's time once in the fill and drain, M - 1 times
+     * in the cycle and once in the optimizer tail's slack, and every later operation may
+     * round once more. */
+    double moved = timed ? t->comp_err[k] : 0;
+    for (int q = 0; q < a->n_stages; q++)
+        moved += t->drift[q];
+    if (moved > 0) {
         double mag = fmax(fabs(ev->iteration_s), fabs(ev->fill_drain_s) + fabs(ev->tail_s));
-        *time_err = 2 * ((double)(M + a->n_stages + 2) * t->comp_err[k] +
+        *time_err = 2 * ((double)(M + a->n_stages + 2) * moved +
                          (double)(a->n_stages + 8) * ldexp(mag, -52));
     }
     return 0;
+}
+
+void plan_trial_commit(struct plan_trial *t, const struct mpress_profile *p,
+                       const struct mpress_assignment *a, int j,
+                       const struct mpress_plan_action *old)
+{
+    const struct mpress_plan_action *ac = &a->actions[j];
+    if (!t->exact_bytes)
+        return; /* the trials fall back to the full evaluation */
+    const int k = t->stage_of[j];
+    const struct mpress_saved_tensor *ts = &p->ops[ac->op].tensors[ac->tensor];
+    int timed =
+        (old->action == MPRESS_ACTION_RECOMPUTE) != (ac->action == MPRESS_ACTION_RECOMPUTE);
+    move_terms(t, k, ts, old, -1, timed);
+    move_terms(t, k, ts, ac, 1, timed);
+    if (timed)
+        t->drift[k] += ldexp(fabs(t->s.comp[k]) + fabs(ts->recompute_s), -51);
+    if (timed && !(t->finite && isfinite(t->drift[k])))
+        t->stale = 1; /* no bound on the times: full evaluations until the next base */
 }

@@ -47,7 +47,9 @@ struct plan_trial {
     uint64_t action_bytes[MPRESS_N_ACTIONS];
     int exact_bytes;                 /* no byte sum can saturate: byte deltas are exact */
     int finite;                      /* every stage's time is finite */
+    int stale;                       /* commits left the times unbounded: trials are full */
     double comp_err[MPRESS_MAX_GPUS]; /* bound on rounding of comp[k] after one change */
+    double drift[MPRESS_MAX_GPUS];    /* rounding that commits added to comp[k] since */
     int *stage_of;                   /* stage of each action */
     int n_actions;
     /* the stages those facts are for (they depend on the cuts, not the actions) */
@@ -75,5 +77,13 @@ int plan_trial_eval(struct plan_trial *t, const struct mpress_profile *p,
                     const struct mpress_assignment *a, int j,
                     const struct mpress_plan_action *old, struct mpress_plan_eval *ev,
                     double *time_err);
+
+/* Make the change of action j (base action *old, a's action now) part of the base without
+ * summing the plan again (O(GPUs)): later trials are of a as it stands. The stage's time then
+ * carries the rounding of the changes made since plan_trial_base, which the trials' time_err
+ * includes. */
+void plan_trial_commit(struct plan_trial *t, const struct mpress_profile *p,
+                       const struct mpress_assignment *a, int j,
+                       const struct mpress_plan_action *old);
 
 #endif
