@@ -1,7 +1,7 @@
 /* The evaluator in two halves (per-stage sums, then everything computed from them) and a trial
  * evaluation that changes one saved tensor's action in the sums of an assignment instead of
  * summing the whole plan again: O(stages x GPUs) per trial instead of O(ops + tensors). The
- * greedy baseline scores its candidate moves with it (docs/cost-model.md, "Greedy"). */
+ * greedy baseline scores its candidate moves with it (docs/benchmarks.md, "Scale"). */
 #ifndef MPRESS_PLAN_EVAL_TRIAL_H
 #define MPRESS_PLAN_EVAL_TRIAL_H
 
