@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eval_trial.h"
 #include "plan_internal.h"
 
 double plan_nvlink_bw(const struct mpress_topology *t, int a, int b)
@@ -145,24 +146,8 @@ static void set_bottleneck(struct mpress_plan_eval *ev, double t, const char *wh
     }
 }
 
-/* What one micro-batch of each stage k costs and holds, summed over the stage's ops and saved
- * tensors by the assignment's actions. */
-struct stage_sums {
-    double comp[MPRESS_MAX_GPUS]; /* forward + backward + recompute seconds */
-    double fwd[MPRESS_MAX_GPUS];  /* forward seconds */
-    /* parameter, gradient and optimizer-state bytes */
-    uint64_t pb[MPRESS_MAX_GPUS], gb[MPRESS_MAX_GPUS], ob[MPRESS_MAX_GPUS];
-    uint64_t kept[MPRESS_MAX_GPUS], evicted[MPRESS_MAX_GPUS];
-    uint64_t host[MPRESS_MAX_GPUS]; /* host-swapped bytes */
-    uint64_t ws[MPRESS_MAX_GPUS];   /* largest workspace */
-    uint64_t out[MPRESS_MAX_GPUS];  /* boundary output to stage k + 1 (0 for the last) */
-    /* d2d[k][g]: bytes per micro-batch stage k parks on GPU g. */
-    uint64_t (*d2d)[MPRESS_MAX_GPUS];
-};
-
-/* Sum the stages' ops and the bytes of each action (ev->action_bytes). */
-static void sum_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
-                       struct stage_sums *s, struct mpress_plan_eval *ev)
+void plan_sum_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
+                     struct stage_sums *s, struct mpress_plan_eval *ev)
 {
     const int S = a->n_stages;
     uint64_t(*d2d)[MPRESS_MAX_GPUS] = s->d2d;
@@ -486,6 +471,44 @@ static double optimizer_tail(const struct mpress_profile *p, const struct mpress
     return tail;
 }
 
+void plan_eval_sums(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    enum mpress_schedule schedule, int M, const struct mpress_assignment *a,
+                    const struct stage_sums *s, struct mpress_plan_eval *ev)
+{
+    gpu_memory(p, topo, schedule, M, a, s, ev);
+    drain_check(topo, schedule, M, a, s, ev);
+    /* A host without a stated memory size is not checked. */
+    if (topo->host_memory_bytes > 0 && ev->host_bytes > topo->host_memory_bytes) {
+        ev->fits = 0;
+        ev->host_short = ev->host_bytes - topo->host_memory_bytes;
+    }
+    cycle(topo, a, s, ev);
+    ev->fill_drain_s = fill_drain(topo, a, s);
+    ev->tail_s = optimizer_tail(p, topo, a, s);
+
+    ev->iteration_s = ev->fill_drain_s + (M - 1) * ev->cycle_s + ev->tail_s;
+    ev->samples_per_s =
+        ev->iteration_s > 0 ? (double)M * p->model.micro_batch / ev->iteration_s : 0;
+}
+
+int plan_evaluate_unchecked(const struct mpress_profile *p, const struct mpress_topology *topo,
+                            enum mpress_schedule schedule, int M,
+                            const struct mpress_assignment *a, struct mpress_plan_eval *ev,
+                            struct mpress_error *err)
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->short_gpu = -1;
+    ev->drain_gpu = -1;
+    struct stage_sums s = {0};
+    s.d2d = calloc(MPRESS_MAX_GPUS, sizeof(*s.d2d));
+    if (!s.d2d)
+        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+    plan_sum_stages(p, a, &s, ev);
+    plan_eval_sums(p, topo, schedule, M, a, &s, ev);
+    free(s.d2d);
+    return 0;
+}
+
 int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_topology *topo,
                          enum mpress_schedule schedule, int micro_batches,
                          const struct mpress_assignment *a, struct mpress_plan_eval *ev,
@@ -502,28 +525,5 @@ int mpress_plan_evaluate(const struct mpress_profile *p, const struct mpress_top
                                a->actions, NULL, err);
     if (rc)
         return rc;
-
-    const int M = micro_batches;
-    struct stage_sums s = {0};
-    s.d2d = calloc(MPRESS_MAX_GPUS, sizeof(*s.d2d));
-    if (!s.d2d)
-        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-
-    sum_stages(p, a, &s, ev);
-    gpu_memory(p, topo, schedule, M, a, &s, ev);
-    drain_check(topo, schedule, M, a, &s, ev);
-    /* A host without a stated memory size is not checked. */
-    if (topo->host_memory_bytes > 0 && ev->host_bytes > topo->host_memory_bytes) {
-        ev->fits = 0;
-        ev->host_short = ev->host_bytes - topo->host_memory_bytes;
-    }
-    cycle(topo, a, &s, ev);
-    ev->fill_drain_s = fill_drain(topo, a, &s);
-    ev->tail_s = optimizer_tail(p, topo, a, &s);
-
-    ev->iteration_s = ev->fill_drain_s + (M - 1) * ev->cycle_s + ev->tail_s;
-    ev->samples_per_s =
-        ev->iteration_s > 0 ? (double)M * p->model.micro_batch / ev->iteration_s : 0;
-    free(s.d2d);
-    return 0;
+    return plan_evaluate_unchecked(p, topo, schedule, micro_batches, a, ev, err);
 }
