@@ -6,9 +6,10 @@
  *
  * The seed corpus is written by the target itself: with MPRESS_FUZZ_WRITE_SEED=FILE it saves
  * a valid checkpoint of its model to FILE and exits (scripts/fuzz does this). */
+#include "fuzz_file.h" /* first: it asks for _GNU_SOURCE (memfd_create) */
+
 #include <stdint.h>
 
-#include "fuzz_file.h"
 #include "mpress/json.h"
 #include "mpress/model.h"
 #include "runtime_internal.h"
