@@ -988,24 +988,17 @@ int main(void)
     test_order();
     test_one_device("gpt-tiny");
     test_one_device("bert-tiny");
-    test_memory("gpt-tiny", 1, "none", 0);
-    test_memory("gpt-tiny", 2, "none", 0);
-    test_memory("gpt-tiny", 4, "none", 0);
-    test_memory("gpt-tiny", 2, "none", 1);
-    test_memory("gpt-tiny", 2, "recompute", 0);
-    test_memory("bert-tiny", 2, "none", 0);
-    test_memory("gpt-tiny", 4, "recompute", 0);
-    test_memory("bert-tiny", 4, "recompute", 0);
-    /* the same plans with the host kernels' measured workspace: within 2 % */
-    host_workspace = 1;
-    test_memory("gpt-tiny", 1, "none", 0);
-    test_memory("gpt-tiny", 2, "none", 0);
-    test_memory("gpt-tiny", 4, "none", 0);
-    test_memory("gpt-tiny", 2, "none", 1);
-    test_memory("gpt-tiny", 2, "recompute", 0);
-    test_memory("bert-tiny", 2, "none", 0);
-    test_memory("gpt-tiny", 4, "recompute", 0);
-    test_memory("bert-tiny", 4, "recompute", 0);
+    /* each case with the analytic workspace, then with the host kernels' measured one
+     * (within 2 %) */
+    static const struct { const char *model; int gpus; const char *policy; int gpipe; }
+        mem_cases[] = {{"gpt-tiny", 1, "none", 0},     {"gpt-tiny", 2, "none", 0},
+                       {"gpt-tiny", 4, "none", 0},     {"gpt-tiny", 2, "none", 1},
+                       {"gpt-tiny", 2, "recompute", 0}, {"bert-tiny", 2, "none", 0},
+                       {"gpt-tiny", 4, "recompute", 0}, {"bert-tiny", 4, "recompute", 0}};
+    for (host_workspace = 0; host_workspace < 2; host_workspace++)
+        for (size_t i = 0; i < sizeof(mem_cases) / sizeof(mem_cases[0]); i++)
+            test_memory(mem_cases[i].model, mem_cases[i].gpus, mem_cases[i].policy,
+                        mem_cases[i].gpipe);
     host_workspace = 0;
     test_bit_identical("gpt-tiny", 2);
     test_bit_identical("gpt-tiny", 4);
