@@ -11,28 +11,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "shipped.h"
 #include "mpress/mpress.h"
-
-static const char *src_dir(void)
-{
-    const char *s = getenv("MPRESS_SRCDIR");
-    return s ? s : ".";
-}
-
-static int load(const char *profile, const char *server, int gpus, struct mpress_profile *p,
-                struct mpress_topology *t)
-{
-    char path[1024];
-    struct mpress_error err;
-    snprintf(path, sizeof(path), "%s/profiles/%s", src_dir(), profile);
-    mpress_profile_init(p);
-    if (mpress_profile_load(path, p, &err) || mpress_topology_builtin(server, t, &err) ||
-        (gpus > 0 && mpress_topology_restrict(t, gpus, &err))) {
-        fprintf(stderr, "cannot load %s on %s: %s\n", profile, server, err.text);
-        return -1;
-    }
-    return 0;
-}
 
 /* The fastest fitting baseline's predicted time, or -1 when none fits. */
 static double best_baseline(const struct mpress_profile *p, const struct mpress_topology *t,
@@ -90,7 +70,7 @@ static void scaled_root(void)
 {
     struct mpress_profile p;
     struct mpress_topology t;
-    if (load("gpt3-6.7b.v100.json", "dgx2", 16, &p, &t)) {
+    if (load_shipped("gpt3-6.7b.v100.json", "dgx2", 16, &p, &t)) {
         CHECK(0);
         return;
     }
@@ -114,7 +94,7 @@ static void node_limit_one(void)
 {
     struct mpress_profile p;
     struct mpress_topology t;
-    if (load("gpt3-6.7b.v100.json", "dgx1", 0, &p, &t)) {
+    if (load_shipped("gpt3-6.7b.v100.json", "dgx1", 0, &p, &t)) {
         CHECK(0);
         return;
     }
@@ -141,7 +121,7 @@ static void start_from_fewer(void)
 {
     struct mpress_profile p;
     struct mpress_topology t;
-    if (load("gpt-20b.v100.json", "dgx1", 0, &p, &t)) {
+    if (load_shipped("gpt-20b.v100.json", "dgx1", 0, &p, &t)) {
         CHECK(0);
         return;
     }
@@ -171,7 +151,7 @@ static void infeasible_named(void)
 {
     struct mpress_profile p;
     struct mpress_topology t;
-    if (load("gpt3-13b.v100.json", "dgx1", 2, &p, &t)) {
+    if (load_shipped("gpt3-13b.v100.json", "dgx1", 2, &p, &t)) {
         CHECK(0);
         return;
     }
@@ -208,7 +188,7 @@ static void infeasible_by_floor(void)
 {
     struct mpress_profile p;
     struct mpress_topology t;
-    if (load("gpt-20b.v100.json", "dgx1", 4, &p, &t)) {
+    if (load_shipped("gpt-20b.v100.json", "dgx1", 4, &p, &t)) {
         CHECK(0);
         return;
     }

@@ -14,15 +14,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "shipped.h"
 #include "../../lib/plan/eval_trial.h"
 #include "../../lib/plan/plan_internal.h"
 #include "tiny.h"
-
-static const char *src_dir(void)
-{
-    const char *s = getenv("MPRESS_SRCDIR");
-    return s ? s : ".";
-}
 
 static double unit(void)
 {
@@ -33,15 +28,8 @@ static double unit(void)
 static int load(const char *name, const char *server, int gpus, struct mpress_profile *p,
                 struct mpress_topology *t)
 {
-    char path[1024];
-    struct mpress_error err;
-    snprintf(path, sizeof(path), "%s/profiles/%s", src_dir(), name);
-    mpress_profile_init(p);
-    if (mpress_profile_load(path, p, &err) || mpress_topology_builtin(server, t, &err) ||
-        (gpus > 0 && mpress_topology_restrict(t, gpus, &err))) {
-        fprintf(stderr, "cannot load %s on %s: %s\n", name, server, err.text);
+    if (load_shipped(name, server, gpus, p, t))
         return -1;
-    }
     for (int i = 0; i < p->n_ops; i++) {
         struct mpress_op *op = &p->ops[i];
         double f = 0.8 + 0.4 * unit();

@@ -11,26 +11,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "shipped.h"
 #include "mpress/mpress.h"
 #include "tiny.h"
 
-static const char *src_dir(void)
-{
-    const char *s = getenv("MPRESS_SRCDIR");
-    return s ? s : ".";
-}
-
 static int load(struct mpress_profile *p, struct mpress_topology *t)
 {
-    char path[1024];
-    struct mpress_error err;
-    snprintf(path, sizeof(path), "%s/profiles/gpt3-2.7b.v100.json", src_dir());
-    mpress_profile_init(p);
-    if (mpress_profile_load(path, p, &err) || mpress_topology_builtin("dgx1", t, &err)) {
-        fprintf(stderr, "cannot load: %s\n", err.text);
-        return -1;
-    }
-    return 0;
+    return load_shipped("gpt3-2.7b.v100.json", "dgx1", 0, p, t);
 }
 
 static void copy_op(struct mpress_op *dst, const struct mpress_op *src, double f, int layer,

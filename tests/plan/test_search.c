@@ -10,23 +10,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "shipped.h"
 #include "mpress/mpress.h"
-
-static int load(const char *profile, const char *server, int gpus, struct mpress_profile *p,
-                struct mpress_topology *t)
-{
-    char path[1024];
-    struct mpress_error err;
-    const char *src = getenv("MPRESS_SRCDIR");
-    snprintf(path, sizeof(path), "%s/profiles/%s", src ? src : ".", profile);
-    mpress_profile_init(p);
-    if (mpress_profile_load(path, p, &err) || mpress_topology_builtin(server, t, &err) ||
-        (gpus > 0 && mpress_topology_restrict(t, gpus, &err))) {
-        fprintf(stderr, "cannot load %s on %s: %s\n", profile, server, err.text);
-        return -1;
-    }
-    return 0;
-}
 
 /* Plans with o; the plan's predicted time after checking that it fits when re-evaluated, or
  * -1. The plan is left in out. */
@@ -63,7 +48,7 @@ static void dgx1_beats_greedy(void)
 {
     struct mpress_profile p;
     struct mpress_topology t;
-    if (load("gpt3-13b.v100.json", "dgx1", 0, &p, &t)) {
+    if (load_shipped("gpt3-13b.v100.json", "dgx1", 0, &p, &t)) {
         CHECK(0);
         return;
     }
@@ -102,7 +87,7 @@ static void dgx2_reaches_reference(void)
 {
     struct mpress_profile p;
     struct mpress_topology t;
-    if (load("gpt3-13b.v100.json", "dgx2", 8, &p, &t)) {
+    if (load_shipped("gpt3-13b.v100.json", "dgx2", 8, &p, &t)) {
         CHECK(0);
         return;
     }
