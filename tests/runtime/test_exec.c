@@ -90,8 +90,8 @@ static int find_config(const char *model, struct mpress_model_config *cfg)
     return rc;
 }
 
-static int make_plan_on(const char *model, int gpus, const char *policy, const char *topo_file,
-                        struct mpress_plan *plan);
+static int make_plan_with(const char *model, int gpus, const char *policy, const char *topo_file,
+                          enum mpress_schedule schedule, struct mpress_plan *plan);
 
 /* 1: plans take each op's workspace_bytes from a host profile of the same config (what the
  * host kernels hold, measured: `mpress profile --backend host`), keeping the analytic times
@@ -119,11 +119,13 @@ static void apply_host_workspace(const struct mpress_model_config *cfg,
 
 static int make_plan(const char *model, int gpus, const char *policy, struct mpress_plan *plan)
 {
-    return make_plan_on(model, gpus, policy, "emu4-64m.json", plan);
+    return make_plan_with(model, gpus, policy, "emu4-64m.json", MPRESS_SCHEDULE_1F1B, plan);
 }
 
-static int make_plan_on(const char *model, int gpus, const char *policy, const char *topo_file,
-                        struct mpress_plan *plan)
+/* A plan of model on the first gpus devices of tests/data/runtime/topo_file, MICRO
+ * micro-batches, policy and schedule. */
+static int make_plan_with(const char *model, int gpus, const char *policy, const char *topo_file,
+                          enum mpress_schedule schedule, struct mpress_plan *plan)
 {
     struct mpress_error err;
     mpress_error_clear(&err);
@@ -147,6 +149,7 @@ static int make_plan_on(const char *model, int gpus, const char *policy, const c
     struct mpress_plan_options o;
     mpress_plan_options_init(&o);
     o.micro_batches = MICRO;
+    o.schedule = schedule;
     CHECK(mpress_policy_parse(policy, &o.policy) == 0);
     mpress_plan_init(plan);
     if (!rc)
@@ -155,6 +158,13 @@ static int make_plan_on(const char *model, int gpus, const char *policy, const c
         fprintf(stderr, "plan %s %d %s: %s\n", model, gpus, policy, err.text);
     mpress_profile_finish(&prof);
     return rc;
+}
+
+/* The tensor leaves right after its op and is back right before that op's backward. */
+static void set_action(struct mpress_plan_action *a, enum mpress_action action)
+{
+    a->action = action;
+    a->evict_after_op = a->prefetch_before_op = a->op;
 }
 
 static void set_d2d(struct mpress_plan *p, struct mpress_plan_action *a)
@@ -170,8 +180,7 @@ static void set_d2d(struct mpress_plan *p, struct mpress_plan_action *a)
     a->n_peers = n;
     for (int i = 0; i < n; i++)
         a->peer_bytes[i] = bytes / (uint64_t)n + (i == 0 ? bytes % (uint64_t)n : 0);
-    a->action = MPRESS_ACTION_D2D_SWAP;
-    a->evict_after_op = a->prefetch_before_op = a->op;
+    set_action(a, MPRESS_ACTION_D2D_SWAP);
 }
 
 static int stage_last(const struct mpress_plan *p, int op)
@@ -182,21 +191,50 @@ static int stage_last(const struct mpress_plan *p, int op)
     return op;
 }
 
-/* Runs plan for steps from a fresh executor (or from `load`) and saves to `save`. */
-static int run_plan(const struct mpress_plan *plan, int steps, const char *load, const char *save,
-                    struct mpress_error *err, double *loss_out)
+/* A host backend for plan (throttle: its copies take their link time); be->destroy is NULL
+ * when it was not made, so backend_close is safe either way. */
+static int backend_open(const struct mpress_plan *plan, int throttle, struct mpress_backend *be,
+                        struct mpress_error *err)
 {
-    struct mpress_backend be;
-    struct mpress_host_backend_options bo = {0};
-    int rc = mpress_host_backend_create(plan, &bo, &be, err);
+    struct mpress_host_backend_options bo = {throttle};
+    return mpress_host_backend_create(plan, &bo, be, err);
+}
+
+static void backend_close(struct mpress_backend *be)
+{
+    if (be->destroy)
+        be->destroy(be->ctx);
+}
+
+/* A host backend and an executor on it over the test corpus; *x is NULL when the executor
+ * was not made. exec_close frees whatever was made. */
+static int exec_open(const struct mpress_plan *plan, int throttle, struct mpress_backend *be,
+                     struct mpress_exec **x, struct mpress_error *err)
+{
+    *x = NULL;
+    int rc = backend_open(plan, throttle, be, err);
     if (rc)
         return rc;
     struct mpress_exec_options eo;
     mpress_exec_options_init(&eo);
     eo.data = data;
     eo.n_data = n_data;
-    struct mpress_exec *x = NULL;
-    rc = mpress_exec_create(plan, &be, &eo, &x, err);
+    return mpress_exec_create(plan, be, &eo, x, err);
+}
+
+static void exec_close(struct mpress_backend *be, struct mpress_exec *x)
+{
+    mpress_exec_destroy(x);
+    backend_close(be);
+}
+
+/* Runs plan for steps from a fresh executor (or from `load`) and saves to `save`. */
+static int run_plan(const struct mpress_plan *plan, int steps, const char *load, const char *save,
+                    struct mpress_error *err, double *loss_out)
+{
+    struct mpress_backend be;
+    struct mpress_exec *x;
+    int rc = exec_open(plan, 0, &be, &x, err);
     if (!rc && load)
         rc = mpress_exec_load(x, load, err);
     double loss = 0;
@@ -206,8 +244,7 @@ static int run_plan(const struct mpress_plan *plan, int steps, const char *load,
         rc = mpress_exec_save(x, save, err);
     if (loss_out)
         *loss_out = loss;
-    mpress_exec_destroy(x);
-    be.destroy(be.ctx);
+    exec_close(&be, x);
     return rc;
 }
 
@@ -276,10 +313,8 @@ static void test_bit_identical(const char *model, int gpus)
     CHECK_INT(n_rec, rec.n_actions);
     check_variant(model, gpus, "recompute-all", &rec, ref, ref_loss);
     int n_swap = 0;
-    for (int i = 0; i < swap.n_actions; i++) {
-        swap.actions[i].action = MPRESS_ACTION_HOST_SWAP;
-        swap.actions[i].evict_after_op = swap.actions[i].prefetch_before_op = swap.actions[i].op;
-    }
+    for (int i = 0; i < swap.n_actions; i++)
+        set_action(&swap.actions[i], MPRESS_ACTION_HOST_SWAP);
     for (int i = 0; i < swap.n_actions; i++)
         n_swap += swap.actions[i].action == MPRESS_ACTION_HOST_SWAP;
     CHECK_INT(n_swap, swap.n_actions);
@@ -302,8 +337,7 @@ static void test_bit_identical(const char *model, int gpus)
             a->prefetch_before_op = (i / 4) % 2 ? a->op : stage_last(&keep, a->op);
             break;
         case 2:
-            a->action = MPRESS_ACTION_HOST_SWAP;
-            a->evict_after_op = a->prefetch_before_op = a->op;
+            set_action(a, MPRESS_ACTION_HOST_SWAP);
             break;
         case 3:
             set_d2d(&keep, a);
@@ -353,7 +387,7 @@ static void test_bit_identical(const char *model, int gpus)
      * and charged by the planner (docs/runtime.md). */
     if (gpus == 2 && strcmp(model, "gpt-tiny") == 0) {
         struct mpress_plan ilp;
-        if (make_plan_on(model, gpus, "ilp", "emu4-2.8m.json", &ilp) == 0) {
+        if (make_plan_with(model, gpus, "ilp", "emu4-2.8m.json", MPRESS_SCHEDULE_1F1B, &ilp) == 0) {
             int moved = 0, host = 0;
             for (int i = 0; i < ilp.n_actions; i++)
                 moved += ilp.actions[i].action != MPRESS_ACTION_KEEP;
@@ -524,49 +558,18 @@ static void test_memory(const char *model, int gpus, const char *policy, int gpi
     if (make_plan(model, gpus, policy, &p))
         return;
     if (gpipe) {
-        p.schedule = MPRESS_SCHEDULE_GPIPE;
-        mpress_plan_finish(&p);
         /* the prediction depends on the schedule: plan it so */
-        struct mpress_model_config cfg;
-        mpress_model_find(model, &cfg);
-        struct mpress_error e0;
-        mpress_error_clear(&e0);
-        struct mpress_profile prof;
-        mpress_profile_init(&prof);
-        struct mpress_topology topo;
-        char path[4096];
-        const char *src = getenv("MPRESS_SRCDIR");
-        snprintf(path, sizeof(path), "%s/tests/data/runtime/emu4-64m.json", src ? src : ".");
-        struct mpress_plan_options o;
-        mpress_plan_options_init(&o);
-        o.micro_batches = MICRO;
-        o.schedule = MPRESS_SCHEDULE_GPIPE;
-        CHECK(mpress_policy_parse(policy, &o.policy) == 0);
-        mpress_plan_init(&p);
-        int prc = mpress_profile_analytic(&cfg, mpress_gpu_spec_find("a100-80g"), &prof, &e0);
-        if (!prc)
-            apply_host_workspace(&cfg, &prof);
-        if (prc || mpress_topology_load(path, &topo, &e0) ||
-            mpress_topology_restrict(&topo, gpus, &e0) ||
-            mpress_plan_create(&prof, &topo, &o, &p, &e0)) {
-            CHECK_MSG(0, "gpipe plan: %s", e0.text);
-            mpress_profile_finish(&prof);
+        mpress_plan_finish(&p);
+        if (make_plan_with(model, gpus, policy, "emu4-64m.json", MPRESS_SCHEDULE_GPIPE, &p)) {
+            CHECK_MSG(0, "gpipe plan of %s on %d devices", model, gpus);
             return;
         }
-        mpress_profile_finish(&prof);
     }
     struct mpress_error err;
     mpress_error_clear(&err);
     struct mpress_backend be;
-    struct mpress_host_backend_options bo = {0};
-    struct mpress_exec_options eo;
-    mpress_exec_options_init(&eo);
-    eo.data = data;
-    eo.n_data = n_data;
-    struct mpress_exec *x = NULL;
-    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
-    if (!rc)
-        rc = mpress_exec_create(&p, &be, &eo, &x, &err);
+    struct mpress_exec *x;
+    int rc = exec_open(&p, 0, &be, &x, &err);
     for (int s = 0; s < 2 && !rc; s++)
         rc = mpress_exec_step(x, NULL, NULL, &err);
     CHECK_MSG(rc == 0, "%s", err.text);
@@ -651,9 +654,7 @@ static void test_memory(const char *model, int gpus, const char *policy, int gpi
                 (unsigned long long)mx[MPRESS_MEM_WORKING], (unsigned long long)pg->working,
                 (unsigned long long)at[MPRESS_MEM_BUFFERS], (unsigned long long)pg->buffers);
     }
-    mpress_exec_destroy(x);
-    if (be.destroy)
-        be.destroy(be.ctx);
+    exec_close(&be, x);
     mpress_plan_finish(&p);
 }
 
@@ -668,8 +669,7 @@ static void test_throttle(void)
     uint64_t evicted = 0;
     for (int i = 0; i < p.n_actions; i++) {
         struct mpress_plan_action *a = &p.actions[i];
-        a->action = MPRESS_ACTION_HOST_SWAP;
-        a->evict_after_op = a->prefetch_before_op = a->op;
+        set_action(a, MPRESS_ACTION_HOST_SWAP);
         if (a->op <= p.stages[0].last_op)
             evicted += p.profile.ops[a->op].tensors[a->tensor].bytes;
     }
@@ -681,16 +681,9 @@ static void test_throttle(void)
     struct mpress_error err;
     mpress_error_clear(&err);
     struct mpress_backend be;
-    struct mpress_host_backend_options bo = {1};
-    struct mpress_exec_options eo;
-    mpress_exec_options_init(&eo);
-    eo.data = data;
-    eo.n_data = n_data;
-    struct mpress_exec *x = NULL;
+    struct mpress_exec *x;
     double secs = 0;
-    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
-    if (!rc)
-        rc = mpress_exec_create(&p, &be, &eo, &x, &err);
+    int rc = exec_open(&p, 1, &be, &x, &err);
     if (!rc)
         rc = mpress_exec_step(x, NULL, &secs, &err);
     CHECK_MSG(rc == 0, "%s", err.text);
@@ -698,9 +691,7 @@ static void test_throttle(void)
     fprintf(stderr, "throttled step: %.4f s, stage 0 evicts %llu bytes: at least %.4f s\n", secs,
             (unsigned long long)evicted, floor_s);
     CHECK_MSG(secs >= floor_s, "step %.4f s < %.4f s", secs, floor_s);
-    mpress_exec_destroy(x);
-    if (be.destroy)
-        be.destroy(be.ctx);
+    exec_close(&be, x);
     mpress_plan_finish(&p);
 }
 
@@ -725,8 +716,7 @@ static void test_throttle_clock(void)
     struct mpress_error err;
     mpress_error_clear(&err);
     struct mpress_backend be;
-    struct mpress_host_backend_options bo = {1};
-    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
+    int rc = backend_open(&p, 1, &be, &err);
     CHECK_MSG(rc == 0 && be.copy_ready, "%s", err.text);
     void *dev = NULL, *host = NULL;
     if (!rc)
@@ -765,8 +755,7 @@ static void test_throttle_clock(void)
         be.free(be.ctx, 0, MPRESS_MEM_WORKING, dev, bytes);
     if (host)
         be.free(be.ctx, MPRESS_RT_HOST, MPRESS_MEM_PARKED, host, bytes);
-    if (be.destroy)
-        be.destroy(be.ctx);
+    backend_close(&be);
     mpress_plan_finish(&p);
 }
 
@@ -778,15 +767,8 @@ static void check_order(const struct mpress_plan *p, const char *name)
     struct mpress_error err;
     mpress_error_clear(&err);
     struct mpress_backend be;
-    struct mpress_host_backend_options bo = {0};
-    struct mpress_exec_options eo;
-    mpress_exec_options_init(&eo);
-    eo.data = data;
-    eo.n_data = n_data;
-    struct mpress_exec *x = NULL;
-    int rc = mpress_host_backend_create(p, &bo, &be, &err);
-    if (!rc)
-        rc = mpress_exec_create(p, &be, &eo, &x, &err);
+    struct mpress_exec *x;
+    int rc = exec_open(p, 0, &be, &x, &err);
     if (!rc)
         rc = mpress_exec_step(x, NULL, NULL, &err);
     CHECK_MSG(rc == 0, "%s: %s", name, err.text);
@@ -851,9 +833,7 @@ static void check_order(const struct mpress_plan *p, const char *name)
         fprintf(stderr, "order %s: %d tasks, %d edges, in dependency and queue order\n", name, n,
                 mpress_sched_edge_count(s));
     }
-    mpress_exec_destroy(x);
-    if (be.destroy)
-        be.destroy(be.ctx);
+    exec_close(&be, x);
 }
 
 static void test_order(void)
@@ -863,12 +843,10 @@ static void test_order(void)
         return;
     for (int i = 0; i < p.n_actions; i++) {
         struct mpress_plan_action *a = &p.actions[i];
-        if (i % 3 == 1) {
-            a->action = MPRESS_ACTION_HOST_SWAP;
-            a->evict_after_op = a->prefetch_before_op = a->op;
-        } else if (i % 3 == 2) {
+        if (i % 3 == 1)
+            set_action(a, MPRESS_ACTION_HOST_SWAP);
+        else if (i % 3 == 2)
             set_d2d(&p, a);
-        }
     }
     p.stages[1].optimizer_on_host = 1;
     check_order(&p, "1f1b swaps, host optimizer");
@@ -888,11 +866,8 @@ static void test_one_device(const char *model)
     if (make_plan(model, 1, "none", &p))
         return;
     check_variant(model, 1, "keep", &p, ref, ref_loss);
-    for (int i = 0; i < p.n_actions; i++) {
-        struct mpress_plan_action *a = &p.actions[i];
-        a->action = i % 2 ? MPRESS_ACTION_RECOMPUTE : MPRESS_ACTION_HOST_SWAP;
-        a->evict_after_op = a->prefetch_before_op = a->op;
-    }
+    for (int i = 0; i < p.n_actions; i++)
+        set_action(&p.actions[i], i % 2 ? MPRESS_ACTION_RECOMPUTE : MPRESS_ACTION_HOST_SWAP);
     p.stages[0].optimizer_on_host = 1;
     check_variant(model, 1, "mixed-host-opt", &p, ref, ref_loss);
     mpress_plan_finish(&p);
@@ -911,13 +886,12 @@ static void test_scratch_arena(void)
     struct mpress_error err;
     mpress_error_clear(&err);
     struct mpress_backend be;
-    struct mpress_host_backend_options bo = {0};
     struct mpress_model_config cfg;
     struct mpress_host_trainer_options o;
     mpress_host_trainer_options_default(&o);
     struct mpress_host_trainer *t = NULL;
     CHECK(find_config("gpt-tiny", &cfg) == 0);
-    int rc = mpress_host_backend_create(&p, &bo, &be, &err);
+    int rc = backend_open(&p, 0, &be, &err);
     if (!rc)
         rc = mpress_host_trainer_create(&cfg, &o, data, n_data, &t, &err);
     CHECK_MSG(rc == 0, "%s", err.text);
@@ -967,8 +941,7 @@ static void test_scratch_arena(void)
         }
     }
     mpress_host_trainer_destroy(t);
-    if (be.destroy)
-        be.destroy(be.ctx);
+    backend_close(&be);
     mpress_plan_finish(&p);
 }
 
