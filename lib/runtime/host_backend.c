@@ -2,8 +2,8 @@
  * at that GPU's memory_bytes (the topology reserve charged up front, as the plan charges it),
  * with a high-water mark per memory kind; the host has an arena of host_memory_bytes for
  * swapped tensors and host optimizer states. Copies are memcpy, optionally throttled to the
- * topology's link bandwidth; kernels are lib/runtime/host_ops.c. docs/runtime.md, "The host
- * backend". */
+ * topology's link bandwidth; kernels are lib/runtime/host_ops.c and the files it dispatches
+ * to. docs/runtime.md, "The host backend". */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
