@@ -39,7 +39,54 @@ struct cb_ctx {
     int stopped_by_nodes;
     double *heur;       /* a warm-start solution (1-based column values), or NULL */
     int heur_given;     /* heur has been offered to GLPK */
+    unsigned char *first; /* [column]: 1 for the partition columns, branched on first */
+    int n_cols;
 };
+
+/* Branching: a partition column (w, f: how many blocks of each run the slots take) while one
+ * is fractional, the most fractional first (the lowest column on a tie), GLPK's choice (pseudo
+ * cost or Driebeck-Tomlin) only once the partition is integral. The relaxation balances
+ * fractional layers across the stages, and once the layer counts are integers the rest
+ * (action counts, D2D bytes, optimizer placement) is nearly integral on its own; branching on
+ * an action count first splits nodes that differ by one tensor while the partition, which
+ * decides the bound, stays fractional (docs/benchmarks.md, "Branching on the partition
+ * first"). Deterministic: it reads only the node's LP solution. */
+static void branch_partition_first(glp_tree *tree, const struct cb_ctx *c)
+{
+    glp_prob *lp = glp_ios_get_prob(tree);
+    int best = 0;
+    double best_frac = 0;
+    for (int j = 1; j <= c->n_cols; j++) {
+        if (!c->first[j] || !glp_ios_can_branch(tree, j))
+            continue;
+        double v = glp_get_col_prim(lp, j);
+        double frac = fmin(v - floor(v), ceil(v) - v);
+        if (!best || frac > best_frac + 1e-12) {
+            best = j;
+            best_frac = frac;
+        }
+    }
+    if (best)
+        glp_ios_branch_upon(tree, best, GLP_NO_BRNCH);
+}
+
+/* The partition columns of c, marked in a [column] array (calloc'd; NULL when memory runs
+ * out, and branching is then GLPK's alone). */
+static unsigned char *partition_columns(const struct inst *in, const struct cols *c, int n_cols)
+{
+    unsigned char *first = calloc((size_t)n_cols + 1, 1);
+    if (!first)
+        return NULL;
+    for (int k = 0; k < in->N; k++)
+        for (int r = 0; r < in->NR; r++) {
+            int w = c->w[IX2(k, r, in->NR)], f = c->f[IX2(k, r, in->NR)];
+            if (w > 0)
+                first[w] = 1;
+            if (f > 0)
+                first[f] = 1;
+        }
+    return first;
+}
 
 static void ilp_callback(glp_tree *tree, void *info)
 {
@@ -50,6 +97,8 @@ static void ilp_callback(glp_tree *tree, void *info)
         c->heur_given = 1;
         return;
     }
+    if (reason == GLP_IBRANCH && c->first)
+        branch_partition_first(tree, c);
     if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
         return;
     int a_cnt, n_cnt, t_cnt;
@@ -539,6 +588,8 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory while building the MILP");
     ilp_sym_find(topo, &sv->sym);
     ilp_sym_cut(m, in, &sv->cols, &sv->sym);
+    sv->cb.n_cols = glp_get_num_cols(m->lp);
+    sv->cb.first = partition_columns(in, &sv->cols, sv->cb.n_cols);
     stats->rows = glp_get_num_rows(m->lp);
     stats->cols = glp_get_num_cols(m->lp);
     stats->integer_cols = glp_get_num_int(m->lp);
@@ -627,6 +678,7 @@ static void solve_reset(struct solve *sv)
     ilp_cols_free(&sv->cols);
     free(sv->sym.perm);
     free(sv->cb.heur);
+    free(sv->cb.first);
     free(sv->layout);
     if (sv->orig)
         glp_delete_prob(sv->orig);
