@@ -41,16 +41,21 @@ struct cb_ctx {
     int heur_given;     /* heur has been offered to GLPK */
     unsigned char *first; /* [column]: 1 for the partition columns, branched on first */
     int n_cols;
+    long first_nodes;     /* ... within the first first_nodes nodes of the tree */
 };
 
-/* Branching: a partition column (w, f: how many blocks of each run the slots take) while one
- * is fractional, the most fractional first (the lowest column on a tie), GLPK's choice (pseudo
- * cost or Driebeck-Tomlin) only once the partition is integral. The relaxation balances
- * fractional layers across the stages, and once the layer counts are integers the rest
- * (action counts, D2D bytes, optimizer placement) is nearly integral on its own; branching on
- * an action count first splits nodes that differ by one tensor while the partition, which
- * decides the bound, stays fractional (docs/benchmarks.md, "Branching on the partition
- * first"). Deterministic: it reads only the node's LP solution. */
+/* Branching, within the first half of the node limit: a partition column (w, f: how many
+ * blocks of each run the slots take) while one is fractional, the most fractional first (the
+ * lowest column on a tie), GLPK's choice (pseudo cost or Driebeck-Tomlin) once the partition
+ * is integral; after that half, GLPK's choice everywhere. The relaxation balances fractional
+ * layers across the stages, and once the layer counts are integers the rest (action counts,
+ * D2D bytes, optimizer placement) is nearly integral on its own, so branching on the partition
+ * first raises the bound where branching on an action count splits nodes that differ by one
+ * tensor. GLPK's own branching in the second half is what finds integral plans past the
+ * memory wall: with the partition first throughout, gpt-20b on 16 GPUs of dgx2 at 64
+ * micro-batches kept its 29.64 s start, with the switch it finds 20.35 s (docs/benchmarks.md,
+ * "Branching on the partition first"). Deterministic: it reads only node counts and the
+ * node's LP solution. */
 static void branch_partition_first(glp_tree *tree, const struct cb_ctx *c)
 {
     glp_prob *lp = glp_ios_get_prob(tree);
@@ -97,8 +102,12 @@ static void ilp_callback(glp_tree *tree, void *info)
         c->heur_given = 1;
         return;
     }
-    if (reason == GLP_IBRANCH && c->first)
-        branch_partition_first(tree, c);
+    if (reason == GLP_IBRANCH && c->first) {
+        int a_cnt, n_cnt, t_cnt;
+        glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
+        if (t_cnt < c->first_nodes)
+            branch_partition_first(tree, c);
+    }
     if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
         return;
     int a_cnt, n_cnt, t_cnt;
@@ -590,6 +599,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     ilp_sym_cut(m, in, &sv->cols, &sv->sym);
     sv->cb.n_cols = glp_get_num_cols(m->lp);
     sv->cb.first = partition_columns(in, &sv->cols, sv->cb.n_cols);
+    sv->cb.first_nodes = (o->node_limit > 0 ? o->node_limit : 5000) / 2;
     stats->rows = glp_get_num_rows(m->lp);
     stats->cols = glp_get_num_cols(m->lp);
     stats->integer_cols = glp_get_num_int(m->lp);
