@@ -39,53 +39,26 @@ static double median(double *x, int n)
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* The gradient buffers one backward call accumulates into, so that every timed call starts
- * from the same values and the pass ends with exactly one contribution per op (repeated
- * accumulation would grow the gradients geometrically down the stack). */
-struct grad_snapshot {
-    int n;
-    void *dst[MPRESS_MODEL_MAX_IO + MPRESS_MODEL_MAX_WEIGHTS];
-    void *copy[MPRESS_MODEL_MAX_IO + MPRESS_MODEL_MAX_WEIGHTS];
-    size_t bytes[MPRESS_MODEL_MAX_IO + MPRESS_MODEL_MAX_WEIGHTS];
-};
-
-static void snapshot_free(struct grad_snapshot *s)
+/* Every gradient buffer a backward pass accumulates into (each op's input and output
+ * gradients and its weights' gradients) set to zero, and the loss's output gradient to 1: the
+ * state a backward pass of training starts from. */
+static void zero_grads(struct mpress_host_trainer *t, const struct mpress_model *model)
 {
-    for (int i = 0; i < s->n; i++)
-        free(s->copy[i]);
-    s->n = 0;
-}
-
-static int snapshot_take(struct grad_snapshot *s, const struct mpress_model_op *op,
-                         const struct mpress_host_io *io)
-{
-    s->n = 0;
-    for (int i = 0; i < op->n_inputs; i++)
-        if (io->din[i]) {
-            s->dst[s->n] = io->din[i];
-            s->bytes[s->n++] = (size_t)op->inputs[i].bytes;
-        }
-    for (int i = 0; i < op->n_weights; i++)
-        if (io->dw[i]) {
-            s->dst[s->n] = io->dw[i];
-            s->bytes[s->n++] = (size_t)op->weights[i].bytes;
-        }
-    for (int i = 0; i < s->n; i++) {
-        s->copy[i] = malloc(s->bytes[i] ? s->bytes[i] : 1);
-        if (!s->copy[i]) {
-            s->n = i;
-            snapshot_free(s);
-            return -1;
-        }
-        memcpy(s->copy[i], s->dst[i], s->bytes[i]);
+    struct mpress_host_io io;
+    for (int i = 0; i < model->n_ops; i++) {
+        const struct mpress_model_op *op = &model->ops[i];
+        mpress_host_trainer_io(t, i, &io);
+        for (int j = 0; j < op->n_outputs; j++)
+            memset(t->dout[i][j], 0, (size_t)op->outputs[j].bytes);
+        for (int j = 0; j < op->n_inputs; j++)
+            if (io.din[j])
+                memset(io.din[j], 0, (size_t)op->inputs[j].bytes);
+        for (int j = 0; j < op->n_weights; j++)
+            if (io.dw[j])
+                memset(io.dw[j], 0, (size_t)op->weights[j].bytes);
     }
-    return 0;
-}
-
-static void snapshot_restore(const struct grad_snapshot *s)
-{
-    for (int i = 0; i < s->n; i++)
-        memcpy(s->dst[i], s->copy[i], s->bytes[i]);
+    float one = 1.0f;
+    memcpy(t->dout[model->n_ops - 1][0], &one, sizeof(one));
 }
 
 /* What the reference trainer holds (parameters with their gradients and optimizer state, each
@@ -189,8 +162,7 @@ int mpress_profile_host(const struct mpress_model_config *m,
     int n = model->n_ops;
     fwd = calloc((size_t)n, sizeof(*fwd));
     bwd = calloc((size_t)n, sizeof(*bwd));
-    samples = calloc((size_t)o->repeat, sizeof(*samples));
-    if (!fwd || !bwd || !samples) {
+    if (!fwd || !bwd) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto done;
     }
@@ -198,71 +170,70 @@ int mpress_profile_host(const struct mpress_model_config *m,
     if (rc)
         goto done;
 
-    /* Forward in op order: each op's inputs are its producers' outputs, and rerunning an op
-     * with the same RNG key writes the same outputs, so every run sees real data. */
+    /* Each op is timed where it runs in a training step: whole forward passes in op order,
+     * then whole backward passes in reverse order, warmup + repeat of each, so that an op
+     * finds the caches its predecessors left, as in training, rather than its own inputs
+     * still warm from a repetition of itself (ops timed back to back ran 1.27x faster than
+     * they do in a step of `mpress run --backend host`; docs/benchmarks.md, "Host backend").
+     * Each op's inputs are its producers' outputs, and rerunning an op with the same RNG key
+     * writes the same outputs, so every run sees real data. */
+    const int passes = o->warmup + o->repeat;
     struct mpress_host_io io;
     struct scratch_count count[1];
     const struct mpress_host_scratch counted = {count, count_alloc, count_free};
     scratch = calloc((size_t)n, sizeof(*scratch));
-    if (!scratch) {
+    samples = calloc((size_t)n * (size_t)o->repeat, sizeof(*samples));
+    if (!scratch || !samples) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n; i++) {
-        struct mpress_rng_key k = {o->seed, 0, 0, (uint32_t)i};
-        mpress_host_trainer_io(t, i, &io);
-        *count = (struct scratch_count){0, 0};
-        io.scratch = &counted;
-        for (int r = 0; r < o->warmup + o->repeat; r++) {
+    const int total = 2 * passes * n;
+    for (int r = 0; r < passes; r++)
+        for (int i = 0; i < n; i++) {
+            struct mpress_rng_key k = {o->seed, 0, 0, (uint32_t)i};
+            mpress_host_trainer_io(t, i, &io);
+            *count = (struct scratch_count){0, 0};
+            io.scratch = &counted;
             double t0 = now_s();
             rc = mpress_host_forward(model, i, &to.hp, &k, &io, err);
             double t1 = now_s();
             if (rc)
                 goto done;
             if (r >= o->warmup)
-                samples[r - o->warmup] = t1 - t0;
+                samples[(size_t)i * (size_t)o->repeat + (size_t)(r - o->warmup)] = t1 - t0;
+            if (count->high > scratch[i])
+                scratch[i] = count->high;
+            if (o->progress)
+                o->progress(o->progress_ctx, r * n + i + 1, total, model->ops[i].name);
         }
-        fwd[i] = median(samples, o->repeat);
-        scratch[i] = count->high;
-        if (o->progress)
-            o->progress(o->progress_ctx, i + 1, 2 * n, model->ops[i].name);
-    }
-
-    /* Backward in reverse op order from the loss gradient, as the trainer runs it. */
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < model->ops[i].n_outputs; j++)
-            memset(t->dout[i][j], 0, (size_t)model->ops[i].outputs[j].bytes);
-    float one = 1.0f;
-    memcpy(t->dout[n - 1][0], &one, sizeof(one));
-    for (int i = n - 1; i >= 0; i--) {
-        struct mpress_rng_key k = {o->seed, 0, 0, (uint32_t)i};
-        struct grad_snapshot snap;
-        mpress_host_trainer_io(t, i, &io);
-        *count = (struct scratch_count){0, 0};
-        io.scratch = &counted;
-        if (snapshot_take(&snap, &model->ops[i], &io)) {
-            rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-            goto done;
-        }
-        for (int r = 0; r < o->warmup + o->repeat; r++) {
-            snapshot_restore(&snap);
+        fwd[i] = median(samples + (size_t)i * (size_t)o->repeat, o->repeat);
+
+    /* Backward in reverse op order from the loss gradient, as the trainer runs it; every pass
+     * starts from zero gradients, so that each op accumulates into what its pass wrote. */
+    for (int r = 0; r < passes; r++) {
+        zero_grads(t, model);
+        for (int i = n - 1; i >= 0; i--) {
+            struct mpress_rng_key k = {o->seed, 0, 0, (uint32_t)i};
+            mpress_host_trainer_io(t, i, &io);
+            *count = (struct scratch_count){0, 0};
+            io.scratch = &counted;
             double t0 = now_s();
             rc = mpress_host_backward(model, i, &to.hp, &k, &io, err);
             double t1 = now_s();
             if (rc)
-                break;
+                goto done;
             if (r >= o->warmup)
-                samples[r - o->warmup] = t1 - t0;
+                samples[(size_t)i * (size_t)o->repeat + (size_t)(r - o->warmup)] = t1 - t0;
+            if (count->high > scratch[i])
+                scratch[i] = count->high;
+            if (o->progress)
+                o->progress(o->progress_ctx, passes * n + r * n + (n - i), total,
+                            model->ops[i].name);
         }
-        snapshot_free(&snap);
-        if (rc)
-            goto done;
-        bwd[i] = median(samples, o->repeat);
-        if (count->high > scratch[i])
-            scratch[i] = count->high;
-        if (o->progress)
-            o->progress(o->progress_ctx, 2 * n - i, 2 * n, model->ops[i].name);
     }
+    for (int i = 0; i < n; i++)
+        bwd[i] = median(samples + (size_t)i * (size_t)o->repeat, o->repeat);
     rc = mpress_profile_from_model(model, fwd, bwd, "host", MPRESS_HOST_DEVICE, out, err);
     for (int i = 0; !rc && i < n && i < out->n_ops; i++)
         out->ops[i].workspace_bytes = host_workspace(&model->ops[i], scratch[i]);

@@ -1,5 +1,7 @@
-/* mpress_profile_host through the library: the progress callback's contract (every op forward
- * in order, then backward in reverse, done counting 1 .. 2 n), option checks, the fields of the
+/* mpress_profile_host through the library: the progress callback's contract (warmup + repeat
+ * whole forward passes in op order, then as many whole backward passes in reverse, done
+ * counting 1 .. 2 P n for P passes of n ops: each op is timed between its neighbours, as in a
+ * training step, not back to back with itself), option checks, the fields of the
  * result, and that the caller's OpenBLAS thread count is restored. The bytes against the
  * analytic profile and the loop to the planner are in host_loop.sh. */
 #include <stdlib.h>
@@ -11,20 +13,21 @@
 
 struct seen {
     const struct mpress_model *model;
+    int passes;
     int calls, bad_order, bad_total, bad_name;
 };
 
 static void progress(void *ctx, int done, int total, const char *op)
 {
     struct seen *s = ctx;
-    int n = s->model->n_ops;
+    int n = s->model->n_ops, pn = s->passes * n;
     s->calls++;
     if (done != s->calls)
         s->bad_order++;
-    if (total != 2 * n)
+    if (total != 2 * pn)
         s->bad_total++;
-    /* forward: op done - 1; backward: op 2 n - done */
-    int op_index = done <= n ? done - 1 : 2 * n - done;
+    /* forward passes: op (done - 1) mod n; backward passes: n - 1 - ((done - P n - 1) mod n) */
+    int op_index = done <= pn ? (done - 1) % n : n - 1 - (done - pn - 1) % n;
     if (op_index < 0 || op_index >= n || strcmp(op, s->model->ops[op_index].name) != 0)
         s->bad_name++;
 }
@@ -44,7 +47,7 @@ int main(void)
         CHECK_INT(o.warmup, 2);
         CHECK_INT(o.repeat, 9);
         CHECK_INT(o.threads, 1);
-        struct seen s = {&model, 0, 0, 0, 0};
+        struct seen s = {&model, 2 + 3, 0, 0, 0, 0};
         o.progress = progress;
         o.progress_ctx = &s;
         o.repeat = 3;
@@ -54,7 +57,7 @@ int main(void)
         mpress_profile_init(&p);
         CHECK_INT(mpress_profile_host(&c, &o, &p, &err), 0);
         CHECK_INT(mpress_host_blas_threads(1), 3);   /* the caller's count came back */
-        CHECK_INT(s.calls, 2 * model.n_ops);
+        CHECK_INT(s.calls, 2 * s.passes * model.n_ops);
         CHECK_INT(s.bad_order, 0);
         CHECK_INT(s.bad_total, 0);
         CHECK_INT(s.bad_name, 0);

@@ -232,12 +232,13 @@ int mpress_profile_analytic(const struct mpress_model_config *m, const struct mp
  * parameters and one micro-batch's activations live in RAM while it runs. */
 #define MPRESS_HOST_DEVICE MPRESS_EMULATED_GPU
 struct mpress_host_profile_options {
-    int warmup;             /* runs per op left out of the timing; default 2 */
-    int repeat;             /* timed runs per op, the median is recorded; default 9 */
+    int warmup;             /* whole passes left out of the timing; default 2 */
+    int repeat;             /* timed passes, each op's median is recorded; default 9 */
     int threads;            /* OpenBLAS threads per GEMM; default 1 */
     uint64_t seed;          /* weights, dropout and the synthetic batch; default 1 */
-    /* Optional: called after each op's forward (done = op + 1) and backward (done = n_ops +
-     * number of backward ops timed), of total = 2 n_ops. */
+    /* Optional: called after each op's forward and backward run, done counting 1 .. total =
+     * 2 P n_ops for P = warmup + repeat passes: P forward passes in op order, then P backward
+     * passes in reverse order. */
     void (*progress)(void *ctx, int done, int total, const char *op_name);
     void *progress_ctx;
 };
