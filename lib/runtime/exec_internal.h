@@ -119,5 +119,8 @@ int exec_plain_copy(const struct mpress_model *m, int c, int j);
 int exec_copy_present(const struct mpress_exec *x, int k, int q, int p, int before_op,
                       int before_j);
 void exec_free_step_state(struct mpress_exec *x);
+/* Whether compute queue cq must wait for a copy of its own GPU's engines (a head that is
+ * ready and has not moved its bytes); 0 for any other queue. Called with x->lock held. */
+int exec_copy_pending(const struct mpress_exec *x, int cq);
 
 #endif

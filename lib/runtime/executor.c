@@ -606,15 +606,15 @@ static int task_ready(const struct mpress_exec *x, int i)
     return 1;
 }
 
-/* Whether a copy engine of compute queue cq's GPU has a task at its head that is ready and
- * has not yet moved its bytes. On a GPU the copy engines are hardware of their own: a copy
+/* Whether a copy engine of compute queue cq's GPU (its own, not another GPU's) has a task at
+ * its head that is ready and has not yet moved its bytes. On a GPU the copy engines are hardware of their own: a copy
  * starts when it is ready, whatever the compute stream does. Here both are threads on the same
  * CPUs, and a busy machine let a compute thread run a stage's whole warm-up before the
  * eviction thread ran (the tensors the plan evicts stayed on the device: +67 % on the demo's
  * stage 1). So the compute thread lets such a copy move its bytes first; the copy's link time
  * (--throttle) still overlaps the compute. A head that is ready waits for nothing else, so
  * this cannot block. */
-static int copy_pending(const struct mpress_exec *x, int cq)
+int exec_copy_pending(const struct mpress_exec *x, int cq)
 {
     const struct mpress_sched_queue *c = mpress_sched_queue(x->sched, cq);
     if (c->kind != MPRESS_QUEUE_COMPUTE)
@@ -622,7 +622,11 @@ static int copy_pending(const struct mpress_exec *x, int cq)
     int nq = mpress_sched_queue_count(x->sched);
     for (int q = 0; q < nq; q++) {
         const struct mpress_sched_queue *d = mpress_sched_queue(x->sched, q);
-        if (q == cq || d->kind == MPRESS_QUEUE_COMPUTE || d->kind == MPRESS_QUEUE_CPU)
+        /* Only this GPU's engines: another GPU's copies neither free nor fill this one's
+         * memory, and waiting for them left gpu 1 of the 2-device benchmark idle 32 ms of a
+         * 205 ms step with its next task ready (docs/benchmarks.md, "Host backend"). */
+        if (q == cq || d->kind == MPRESS_QUEUE_COMPUTE || d->kind == MPRESS_QUEUE_CPU ||
+            d->gpu != c->gpu)
             continue;
         int n = 0;
         const int *tasks = mpress_sched_queue_tasks(x->sched, q, &n);
@@ -649,7 +653,7 @@ static void *worker_main(void *arg)
         x->queue_head[w->queue] = q;
         pthread_cond_broadcast(&x->cond);
         for (;;) {
-            if (x->failed || (task_ready(x, i) && !copy_pending(x, w->queue)))
+            if (x->failed || (task_ready(x, i) && !exec_copy_pending(x, w->queue)))
                 break;
             pthread_cond_wait(&x->cond, &x->lock);
         }

@@ -18,6 +18,7 @@
 #include "mpress/runtime.h"
 #include "../../lib/runtime/host_ops.h"
 #include "../../lib/runtime/runtime_internal.h"
+#include "../../lib/runtime/exec_internal.h"
 
 #define STEPS 5
 #define MICRO 4
@@ -945,6 +946,51 @@ static void test_scratch_arena(void)
     mpress_plan_finish(&p);
 }
 
+/* Copies first applies to a GPU's own copy engines only: with every tensor host-swapped on 2
+ * devices, gpu 0's first eviction made ready (its predecessors marked done) holds gpu 0's
+ * compute queue and not gpu 1's. */
+static void test_copies_first_own_gpu(void)
+{
+    struct mpress_plan plan;
+    if (make_plan("gpt-tiny", 2, "none", &plan)) {
+        CHECK_MSG(0, "cannot plan gpt-tiny on 2");
+        return;
+    }
+    for (int i = 0; i < plan.n_actions; i++)
+        set_action(&plan.actions[i], MPRESS_ACTION_HOST_SWAP);
+    struct mpress_backend be;
+    struct mpress_exec *x;
+    struct mpress_error err;
+    int rc = exec_open(&plan, 0, &be, &x, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    if (rc == 0) {
+        int nq = mpress_sched_queue_count(x->sched), d2h = -1, comp[2] = {-1, -1};
+        for (int q = 0; q < nq; q++) {
+            const struct mpress_sched_queue *d = mpress_sched_queue(x->sched, q);
+            if (d->kind == MPRESS_QUEUE_COMPUTE && d->gpu < 2)
+                comp[d->gpu] = q;
+            if (d->kind == MPRESS_QUEUE_D2H && d->gpu == plan.stages[0].gpu)
+                d2h = q;
+        }
+        int n = 0;
+        const int *tasks = d2h >= 0 ? mpress_sched_queue_tasks(x->sched, d2h, &n) : NULL;
+        CHECK_MSG(n > 0 && comp[0] >= 0 && comp[1] >= 0, "gpu 0 evicts (%d tasks)", n);
+        if (n > 0 && comp[0] >= 0 && comp[1] >= 0) {
+            int np = 0;
+            const int *preds = mpress_sched_preds(x->sched, tasks[0], &np);
+            for (int p = 0; p < np; p++)
+                x->done[preds[p]] = 1;
+            x->queue_head[d2h] = 0;
+            int own = plan.stages[0].gpu, other = 1 - own;
+            CHECK_INT(exec_copy_pending(x, comp[own]), 1);
+            CHECK_INT(exec_copy_pending(x, comp[other]), 0);
+            CHECK_INT(exec_copy_pending(x, d2h), 0);
+        }
+    }
+    exec_close(&be, x);
+    mpress_plan_finish(&plan);
+}
+
 int main(void)
 {
     mpress_host_blas_threads(1);
@@ -959,6 +1005,7 @@ int main(void)
     test_throttle();
     test_throttle_clock();
     test_order();
+    test_copies_first_own_gpu();
     test_one_device("gpt-tiny");
     test_one_device("bert-tiny");
     /* each case with the analytic workspace, then with the host kernels' measured one
