@@ -82,7 +82,8 @@ struct mpress_exec {
     uint64_t pinned_bytes[MPRESS_MAX_GPUS];
     /* running */
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct worker *workers;     /* the step's queue threads (executor.c), n_workers started */
+    int n_workers;
     char *done;
     int failed;
     struct mpress_error err;
@@ -122,5 +123,8 @@ void exec_free_step_state(struct mpress_exec *x);
 /* Whether compute queue cq must wait for a copy of its own GPU's engines (a head that is
  * ready and has not moved its bytes); 0 for any other queue. Called with x->lock held. */
 int exec_copy_pending(const struct mpress_exec *x, int cq);
+/* After a change of the done, started, head or moving state (x->lock held): wakes each worker
+ * whose awaited task may now start. */
+void exec_wake(struct mpress_exec *x);
 
 #endif

@@ -31,7 +31,7 @@ int exec_copy(struct mpress_exec *x, const struct mpress_task *t, int dst_dev, v
     /* the bytes are there: the compute stream need not wait for this copy any more */
     pthread_mutex_lock(&x->lock);
     x->queue_moving[t->queue] = 0;
-    pthread_cond_broadcast(&x->cond);
+    exec_wake(x);
     pthread_mutex_unlock(&x->lock);
     if (!rc)
         rt_sleep_until(done);
@@ -430,7 +430,6 @@ void mpress_exec_destroy(struct mpress_exec *x)
     mpress_sched_destroy(x->sched);
     mpress_model_finish(&x->model);
     pthread_mutex_destroy(&x->lock);
-    pthread_cond_destroy(&x->cond);
     free(x);
 }
 
@@ -451,7 +450,6 @@ int mpress_exec_create(const struct mpress_plan *plan, struct mpress_backend *be
     if (!x)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
     pthread_mutex_init(&x->lock, NULL);
-    pthread_cond_init(&x->cond, NULL);
     x->plan = plan;
     x->be = be;
     x->opt = *opt;

@@ -590,9 +590,15 @@ static int run_task(struct mpress_exec *x, int i, struct mpress_error *err)
 
 /* ---- the queues -------------------------------------------------------------------------- */
 
+/* A queue's thread. Each waits on its own condition variable for the task at its queue's head,
+ * and exec_wake signals only the workers whose task may now start: with one variable for all,
+ * every task's start and end woke every thread of the step (a dozen on 2 cores for a 2-device
+ * plan that swaps), which took CPU time from the compute threads. */
 struct worker {
     struct mpress_exec *x;
     int queue;
+    int awaited;                /* the task it waits to start, -1 while running one */
+    pthread_cond_t cv;
     pthread_t thread;
 };
 
@@ -638,6 +644,23 @@ int exec_copy_pending(const struct mpress_exec *x, int cq)
     return 0;
 }
 
+/* Whether w's awaited task may start (x->lock held): the step failed, or the task's
+ * predecessors have ended and, on a compute queue, no copy of its GPU waits to move bytes. */
+static int may_start(const struct mpress_exec *x, const struct worker *w)
+{
+    return x->failed || (w->awaited >= 0 && task_ready(x, w->awaited) &&
+                         !exec_copy_pending(x, w->queue));
+}
+
+void exec_wake(struct mpress_exec *x)
+{
+    for (int k = 0; k < x->n_workers; k++) {
+        struct worker *w = &x->workers[k];
+        if (w->awaited >= 0 && may_start(x, w))
+            pthread_cond_signal(&w->cv);
+    }
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -651,16 +674,15 @@ static void *worker_main(void *arg)
         const int *preds = mpress_sched_preds(x->sched, i, &np);
         pthread_mutex_lock(&x->lock);
         x->queue_head[w->queue] = q;
-        pthread_cond_broadcast(&x->cond);
-        for (;;) {
-            if (x->failed || (task_ready(x, i) && !exec_copy_pending(x, w->queue)))
-                break;
-            pthread_cond_wait(&x->cond, &x->lock);
-        }
+        w->awaited = i;
+        exec_wake(x);
+        while (!may_start(x, w))
+            pthread_cond_wait(&w->cv, &x->lock);
+        w->awaited = -1;
         x->started[i] = 1;
         if (copy_queue)
             x->queue_moving[w->queue] = 1; /* until its bytes have moved (exec_copy) */
-        pthread_cond_broadcast(&x->cond);
+        exec_wake(x);
         int stop = x->failed;
         /* ready when the last predecessor ended (the trace's ready time; copies start on
          * their emulated links from then) */
@@ -689,7 +711,7 @@ static void *worker_main(void *arg)
         } else {
             x->done[i] = 1;
         }
-        pthread_cond_broadcast(&x->cond);
+        exec_wake(x);
         pthread_mutex_unlock(&x->lock);
         if (rc)
             break;
@@ -728,22 +750,35 @@ int mpress_exec_step(struct mpress_exec *x, double *loss, double *seconds,
     struct worker *w = calloc((size_t)nq + 1, sizeof(*w));
     if (!w)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    x->t0 = exec_now_s();
-    int started = 0;
+    int n_run = 0;
     for (int q = 0; q < nq; q++) {
         int n = 0;
         mpress_sched_queue_tasks(x->sched, q, &n);
         if (!n)
             continue;
-        w[started].x = x;
-        w[started].queue = q;
-        if (pthread_create(&w[started].thread, NULL, worker_main, &w[started]) != 0) {
+        w[n_run].x = x;
+        w[n_run].queue = q;
+        w[n_run].awaited = -1;
+        pthread_cond_init(&w[n_run].cv, NULL);
+        n_run++;
+    }
+    x->workers = w;
+    x->n_workers = 0;
+    x->t0 = exec_now_s();
+    int started = 0;
+    for (int k = 0; k < n_run; k++) {
+        /* counted before the thread runs, so that exec_wake sees it as soon as it can wait */
+        pthread_mutex_lock(&x->lock);
+        x->n_workers = k + 1;
+        pthread_mutex_unlock(&x->lock);
+        if (pthread_create(&w[k].thread, NULL, worker_main, &w[k]) != 0) {
             pthread_mutex_lock(&x->lock);
+            x->n_workers = k;
             if (!x->failed) {
                 x->failed = MPRESS_ESYSTEM;
                 mpress_error_set(&x->err, MPRESS_ESYSTEM, "cannot start a queue thread");
             }
-            pthread_cond_broadcast(&x->cond);
+            exec_wake(x);
             pthread_mutex_unlock(&x->lock);
             break;
         }
@@ -751,6 +786,10 @@ int mpress_exec_step(struct mpress_exec *x, double *loss, double *seconds,
     }
     for (int i = 0; i < started; i++)
         pthread_join(w[i].thread, NULL);
+    x->workers = NULL;
+    x->n_workers = 0;
+    for (int k = 0; k < n_run; k++)
+        pthread_cond_destroy(&w[k].cv);
     free(w);
     if (x->be->synchronize)
         for (int g = 0; g < x->plan->topology.n_gpus && !x->failed; g++)
