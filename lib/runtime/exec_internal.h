@@ -84,6 +84,7 @@ struct mpress_exec {
     pthread_mutex_t lock;
     struct worker *workers;     /* the step's queue threads (executor.c), n_workers started */
     int n_workers;
+    long wakeups;               /* the step's returns from a worker's wait (for a test) */
     char *done;
     int failed;
     struct mpress_error err;

@@ -676,8 +676,10 @@ static void *worker_main(void *arg)
         x->queue_head[w->queue] = q;
         w->awaited = i;
         exec_wake(x);
-        while (!may_start(x, w))
+        while (!may_start(x, w)) {
             pthread_cond_wait(&w->cv, &x->lock);
+            x->wakeups++;
+        }
         w->awaited = -1;
         x->started[i] = 1;
         if (copy_queue)
@@ -764,6 +766,7 @@ int mpress_exec_step(struct mpress_exec *x, double *loss, double *seconds,
     }
     x->workers = w;
     x->n_workers = 0;
+    x->wakeups = 0;
     x->t0 = exec_now_s();
     int started = 0;
     for (int k = 0; k < n_run; k++) {

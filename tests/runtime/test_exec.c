@@ -991,6 +991,35 @@ static void test_copies_first_own_gpu(void)
     mpress_plan_finish(&plan);
 }
 
+/* A queue thread is woken only when its task may start: over a step of a 2-device plan that
+ * host-swaps everything, the threads' returns from waiting stay within 3 per task (with one
+ * condition variable for all, every task's start and end woke every waiting thread). */
+static void test_wakeups(void)
+{
+    struct mpress_plan plan;
+    if (make_plan("gpt-tiny", 2, "none", &plan)) {
+        CHECK_MSG(0, "cannot plan gpt-tiny on 2");
+        return;
+    }
+    for (int i = 0; i < plan.n_actions; i++)
+        set_action(&plan.actions[i], MPRESS_ACTION_HOST_SWAP);
+    struct mpress_backend be;
+    struct mpress_exec *x;
+    struct mpress_error err;
+    int rc = exec_open(&plan, 0, &be, &x, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    double loss = 0;
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        rc = mpress_exec_step(x, &loss, NULL, &err);
+        CHECK_MSG(rc == 0, "%s", err.text);
+        int nt = mpress_sched_task_count(x->sched);
+        CHECK_MSG(rc || x->wakeups <= 3L * nt, "step %d: %ld wake-ups for %d tasks", s,
+                  x->wakeups, nt);
+    }
+    exec_close(&be, x);
+    mpress_plan_finish(&plan);
+}
+
 int main(void)
 {
     mpress_host_blas_threads(1);
@@ -1006,6 +1035,7 @@ int main(void)
     test_throttle_clock();
     test_order();
     test_copies_first_own_gpu();
+    test_wakeups();
     test_one_device("gpt-tiny");
     test_one_device("bert-tiny");
     /* each case with the analytic workspace, then with the host kernels' measured one
