@@ -122,11 +122,16 @@ static int run(int argc, char **argv)
  * threshold (128 KiB) the freed top of the heap went back to the kernel after each node and
  * came back as fresh zeroed pages at the next: the default `mpress plan` spent 0.4-0.5 s of
  * its 2.2 s in the kernel. Freed memory up to 256 MiB now stays in the process (1.7 s, the
- * same plan; docs/benchmarks.md, "Planner"). */
+ * same plan; docs/benchmarks.md, "Planner"). Setting the trim threshold fixes glibc's mmap
+ * threshold at its 128 KiB start, where it would otherwise grow with the blocks freed, so
+ * that every tensor of the host runtime above it was a fresh mapping (the 2-device host
+ * benchmark's step +10-15 % against its prediction); blocks up to 32 MiB (glibc's largest
+ * threshold) come from the heap again. */
 static void tune_malloc(void)
 {
 #if defined(__GLIBC__)
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
 #endif
 }
 

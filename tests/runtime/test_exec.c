@@ -799,12 +799,12 @@ static void check_order(const struct mpress_plan *p, const char *name)
             for (int k = 1; k < nq; k++)
                 bad_queue += t[2 * qt[k]] < t[2 * qt[k - 1] + 1];
         }
-        /* Copies first: no compute task starts while a copy that heads its engine's queue
-         * and is ready has not started. The times are read outside the lock (a thread can be
-         * preempted between its end time and its done flag, or between its check and its
-         * start time), so 1 ms and a few such moments are allowed; before, a compute thread
-         * ran on while the eviction thread waited for a CPU, in 9 to 203 tasks per step on a
-         * loaded 2-core machine. */
+        /* Copies first: no compute task of a GPU starts while a copy that heads one of that GPU's
+         * engine queues and is ready has not started (another GPU's compute runs on). The times are
+         * read outside the lock (a thread can be preempted between its end time and its done flag,
+         * or between its check and its start time), so 1 ms and a few such moments are allowed;
+         * before, a compute thread ran on while the eviction thread waited for a CPU, in 9 to 203
+         * tasks per step on a loaded 2-core machine. */
         int starved = 0;
         for (int q = 0; q < mpress_sched_queue_count(s); q++) {
             enum mpress_queue_kind qk = mpress_sched_queue(s, q)->kind;
@@ -818,7 +818,9 @@ static void check_order(const struct mpress_plan *p, const char *name)
                     head = t[2 * qt[k - 1] + 1];
                 for (int c = 0; c < n; c++) {
                     const struct mpress_task *ct = mpress_sched_task(s, c);
-                    if (mpress_sched_queue(s, ct->queue)->kind != MPRESS_QUEUE_COMPUTE)
+                    const struct mpress_sched_queue *cq = mpress_sched_queue(s, ct->queue);
+                    if (cq->kind != MPRESS_QUEUE_COMPUTE ||
+                        cq->gpu != mpress_sched_queue(s, q)->gpu)
                         continue;
                     starved += t[2 * c] > head + 1e-3 && t[2 * c] < t[2 * qt[k]];
                 }
