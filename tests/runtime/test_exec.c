@@ -638,10 +638,15 @@ static void test_memory(const char *model, int gpus, const char *policy, int gpi
                       (unsigned long long)at[MPRESS_MEM_BUFFERS],
                       (unsigned long long)(vh * (uint64_t)gbp));
         double diff = ((double)peak - (double)pg->peak) / (double)pg->peak;
-        /* with the host kernels' own workspace the plan predicts what runs */
+        /* With the host kernels' own workspace the plan predicts what runs: never more than
+         * 2 % above, at most 3 % below. Below depends on the threads' interleaving: the plan
+         * counts both boundary buffers and the largest working set at once, and a run peaks
+         * where one buffer has not arrived or the working set is another op's (gpt-tiny 4
+         * devices recompute, gpu 2: -1.34 % on an idle machine, -1.73 % with 2 busy loops,
+         * -2.11 % once in the loaded CI suite, 4 steps or 2). */
         if (host_workspace)
-            CHECK_MSG(diff <= 0.02 && diff >= -0.02, "%s %d devices %s%s, gpu %d: measured "
-                      "peak %llu, predicted %llu: %+.2f %%, not within 2 %%", model, gpus,
+            CHECK_MSG(diff <= 0.02 && diff >= -0.03, "%s %d devices %s%s, gpu %d: measured "
+                      "peak %llu, predicted %llu: %+.2f %%, not within +2 %% / -3 %%", model, gpus,
                       policy, gpipe ? " gpipe" : "", g, (unsigned long long)peak,
                       (unsigned long long)pg->peak, 100 * diff);
         fprintf(stderr, "memory %s%s %d devices %s%s, gpu %d (stage %d): measured peak %llu, "
