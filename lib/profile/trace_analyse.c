@@ -176,6 +176,9 @@ static void classify(const char *name, struct rinfo *ri)
             ri->base[--len] = '\0';
         ri->cls = strstr(ri->base, "Backward") ? RC_BWD : RC_FWD;
     }
+    /* A range that names no op ("fwd:", ", seq = 6") is not one: a profile's ops have names. */
+    if (ri->cls != RC_OTHER && ri->cls != RC_STEP && ri->base[0] == '\0')
+        ri->cls = RC_OTHER;
 }
 
 /* ---- steps ---------------------------------------------------------------------------- */

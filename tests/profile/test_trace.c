@@ -251,6 +251,42 @@ static int parse(const char *text, struct mpress_trace **t, struct mpress_error 
     return mpress_trace_parse(text, strlen(text), "x.events", t, err);
 }
 
+/* A range that names no op ("fwd:" or ", seq = N": found by fuzz_trace) is not an op; before,
+ * it became an op with an empty name, a profile that does not load. */
+static void test_unnamed(void)
+{
+    const char *hdr = "{\"format\":\"mpress-events\",\"version\":1}\n";
+    const char *names[] = {"fwd:", ", seq = 6", " , seq = 6"};
+    for (int i = 0; i < 3; i++) {
+        char buf[1024];
+        snprintf(buf, sizeof(buf),
+                 "%s{\"ev\":\"push\",\"id\":1,\"parent\":0,\"t\":1,\"name\":\"fwd:a\"}\n"
+                 "{\"ev\":\"corr\",\"corr\":1,\"ext\":1}\n"
+                 "{\"ev\":\"kernel\",\"corr\":1,\"dev\":0,\"start\":2,\"end\":9}\n"
+                 "{\"ev\":\"pop\",\"id\":1,\"t\":10}\n"
+                 "{\"ev\":\"push\",\"id\":2,\"parent\":0,\"t\":11,\"name\":\"%s\"}\n"
+                 "{\"ev\":\"corr\",\"corr\":2,\"ext\":2}\n"
+                 "{\"ev\":\"kernel\",\"corr\":2,\"dev\":0,\"start\":12,\"end\":15}\n"
+                 "{\"ev\":\"pop\",\"id\":2,\"t\":16}\n{\"ev\":\"end\"}\n",
+                 hdr, names[i]);
+        struct mpress_trace *t = NULL;
+        struct mpress_error err = {0};
+        CHECK_INT(parse(buf, &t, &err), 0);
+        if (!t)
+            continue;
+        struct mpress_profile p;
+        struct mpress_trace_summary s;
+        CHECK_INT(mpress_trace_analyse(t, NULL, &p, &s, &err), 0);
+        CHECK_MSG(p.n_ops == 1, "'%s': %d ops", names[i], p.n_ops);
+        if (p.n_ops == 1) {
+            CHECK_STR(p.ops[0].name, "a");
+            check_roundtrip(&p);
+        }
+        mpress_profile_finish(&p);
+        mpress_trace_destroy(t);
+    }
+}
+
 static void test_errors(void)
 {
     struct mpress_trace *t = NULL;
@@ -436,6 +472,7 @@ int main(void)
     test_torch();
     test_merge();
     test_errors();
+    test_unnamed();
     test_tail_step();
     test_scale();
     return check_done();
