@@ -102,16 +102,12 @@ static void ilp_callback(glp_tree *tree, void *info)
         c->heur_given = 1;
         return;
     }
-    if (reason == GLP_IBRANCH && c->first) {
-        int a_cnt, n_cnt, t_cnt;
-        glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
-        if (t_cnt < c->first_nodes)
-            branch_partition_first(tree, c);
-    }
     if (reason != GLP_ISELECT && reason != GLP_IBINGO && reason != GLP_IBRANCH)
         return;
     int a_cnt, n_cnt, t_cnt;
     glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
+    if (reason == GLP_IBRANCH && c->first && t_cnt < c->first_nodes)
+        branch_partition_first(tree, c);
     c->nodes = t_cnt;
     int best = glp_ios_best_node(tree);
     if (best)

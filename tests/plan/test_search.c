@@ -96,7 +96,6 @@ static void dgx2_reaches_reference(void)
     mpress_plan_options_init(&o);
     struct mpress_plan plan;
     double s = plan_fits(&p, &t, &o, &plan, "gpt3-13b dgx2-8");
-    CHECK_MSG(s > 0 && s <= 7.79, "%.4f s, the reference 7.79 s", s);
     CHECK_MSG(s > 0 && s <= 7.53, "%.4f s, at most 7.53 s with the partition branched first", s);
     if (s > 0) {
         CHECK_MSG(plan.solver.bound > 0 && plan.solver.bound <= s, "bound %.4f",

@@ -168,6 +168,17 @@ static void set_action(struct mpress_plan_action *a, enum mpress_action action)
     a->evict_after_op = a->prefetch_before_op = a->op;
 }
 
+/* A plan of model on gpus devices with every saved tensor host-swapped. `--policy swap` plans
+ * are refused on these tiny times (a swap cannot drain during an analytic forward of
+ * nanoseconds), so the keep-everything plan is changed by hand. */
+static int make_swap_plan(const char *model, int gpus, struct mpress_plan *p)
+{
+    int rc = make_plan(model, gpus, "none", p);
+    for (int i = 0; rc == 0 && i < p->n_actions; i++)
+        set_action(&p->actions[i], MPRESS_ACTION_HOST_SWAP);
+    return rc;
+}
+
 static void set_d2d(struct mpress_plan *p, struct mpress_plan_action *a)
 {
     int k = 0;
@@ -299,10 +310,8 @@ static void test_bit_identical(const char *model, int gpus)
     double ref_loss = 0;
     reference(model, ref, &ref_loss);
     struct mpress_plan keep, rec, swap;
-    /* `--policy swap` plans are refused on these tiny times (a swap cannot drain during an
-     * analytic forward of nanoseconds); every tensor is set to host swap by hand instead */
     if (make_plan(model, gpus, "none", &keep) || make_plan(model, gpus, "recompute", &rec) ||
-        make_plan(model, gpus, "none", &swap)) {
+        make_swap_plan(model, gpus, &swap)) {
         CHECK_MSG(0, "cannot plan %s on %d", model, gpus);
         return;
     }
@@ -314,8 +323,6 @@ static void test_bit_identical(const char *model, int gpus)
     CHECK_INT(n_rec, rec.n_actions);
     check_variant(model, gpus, "recompute-all", &rec, ref, ref_loss);
     int n_swap = 0;
-    for (int i = 0; i < swap.n_actions; i++)
-        set_action(&swap.actions[i], MPRESS_ACTION_HOST_SWAP);
     for (int i = 0; i < swap.n_actions; i++)
         n_swap += swap.actions[i].action == MPRESS_ACTION_HOST_SWAP;
     CHECK_INT(n_swap, swap.n_actions);
@@ -959,12 +966,10 @@ static void test_scratch_arena(void)
 static void test_copies_first_own_gpu(void)
 {
     struct mpress_plan plan;
-    if (make_plan("gpt-tiny", 2, "none", &plan)) {
+    if (make_swap_plan("gpt-tiny", 2, &plan)) {
         CHECK_MSG(0, "cannot plan gpt-tiny on 2");
         return;
     }
-    for (int i = 0; i < plan.n_actions; i++)
-        set_action(&plan.actions[i], MPRESS_ACTION_HOST_SWAP);
     struct mpress_backend be;
     struct mpress_exec *x;
     struct mpress_error err;
@@ -1004,12 +1009,10 @@ static void test_copies_first_own_gpu(void)
 static void test_wakeups(void)
 {
     struct mpress_plan plan;
-    if (make_plan("gpt-tiny", 2, "none", &plan)) {
+    if (make_swap_plan("gpt-tiny", 2, &plan)) {
         CHECK_MSG(0, "cannot plan gpt-tiny on 2");
         return;
     }
-    for (int i = 0; i < plan.n_actions; i++)
-        set_action(&plan.actions[i], MPRESS_ACTION_HOST_SWAP);
     struct mpress_backend be;
     struct mpress_exec *x;
     struct mpress_error err;
