@@ -92,6 +92,23 @@ int plan_tied_find(const struct mpress_profile *p, struct plan_tied *t)
     return 1;
 }
 
+void plan_tied_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
+                      int *ko, int *kc)
+{
+    struct plan_tied tw;
+    *ko = *kc = -1;
+    if (!plan_tied_find(p, &tw))
+        return;
+    for (int k = 0; k < a->n_stages; k++) {
+        if (tw.owner >= a->stages[k].first_op && tw.owner <= a->stages[k].last_op)
+            *ko = k;
+        if (tw.copy >= a->stages[k].first_op && tw.copy <= a->stages[k].last_op)
+            *kc = k;
+    }
+    if (*ko < 0 || *kc < 0)
+        *ko = *kc = -1;
+}
+
 uint64_t plan_shortfall(const struct mpress_plan_eval *ev)
 {
     uint64_t s = plan_add(ev->host_short, ev->drain_short);
@@ -226,12 +243,7 @@ static void gpu_memory(const struct mpress_profile *p, const struct mpress_topol
     }
     struct plan_tied tw;
     int tied = plan_tied_find(p, &tw), ko = -1, kc = -1;
-    for (int k = 0; tied && k < S; k++) {
-        if (tw.owner >= a->stages[k].first_op && tw.owner <= a->stages[k].last_op)
-            ko = k;
-        if (tw.copy >= a->stages[k].first_op && tw.copy <= a->stages[k].last_op)
-            kc = k;
-    }
+    plan_tied_stages(p, a, &ko, &kc);
     if (tied && ko == kc && ko >= 0) {
         /* One stage holds both: one matrix, the owner's weights and states; the copy keeps
          * only its gradient, folded into the owner's before the step. */
@@ -439,34 +451,75 @@ static double fill_drain(const struct mpress_topology *topo, const struct mpress
     return t;
 }
 
-/* Optimizer tail, once per iteration. Stage k's last backward ends slack_k (the backward
- * and recompute time of stages 0..k-1, which the drain runs after it) before stage 0's,
- * so its step overlaps that much of the drain. GPU steps run in parallel; a host step
- * first moves gradients down and weights back over PCIe, and host steps share the host
- * memory bandwidth of its socket with every host step there that starts no earlier
- * (stages 0..k). */
+double plan_tied_exchange_s(const struct mpress_topology *topo, const struct plan_tied *tw,
+                            int gpu_a, int gpu_b)
+{
+    return (double)tw->g / plan_boundary_bw(topo, gpu_a, gpu_b);
+}
+
+/* Optimizer tail, once per iteration, from the end of stage 0's last backward
+ * (docs/cost-model.md, "Iteration time"). Stage k's last backward ends drain_k (the backward
+ * and recompute time of stages 0..k-1, which the drain runs after it) earlier, and the next
+ * iteration's first forward reaches it fill_k (the forward time of stages 0..k-1) after stage
+ * 0's: only the part of its step that ends later than that delays the next iteration. The
+ * two stages of a split tied matrix start their steps once both gradients of the matrix have
+ * crossed, which begins at stage 0's last backward. GPU steps run on their GPUs; a host step
+ * moves the gradients down over PCIe, waits for its socket's CPU queue, updates at the
+ * socket's memory bandwidth and moves the weights back up. */
 static double optimizer_tail(const struct mpress_profile *p, const struct mpress_topology *topo,
                              const struct mpress_assignment *a, const struct stage_sums *s)
 {
     const int S = a->n_stages;
-    double host_touch[MPRESS_MAX_GPUS] = {0}, slack = 0, tail = 0;
+    double touch[MPRESS_MAX_GPUS], down_s[MPRESS_MAX_GPUS], up_s[MPRESS_MAX_GPUS];
+    double drain[MPRESS_MAX_GPUS];
+    double fill[MPRESS_MAX_GPUS], xchg = 0, tail = 0, run = 0, fwd = 0;
+    int ko = -1, kc = -1;
+    plan_tied_stages(p, a, &ko, &kc);
+    if (ko != kc) {
+        struct plan_tied tw;
+        plan_tied_find(p, &tw);
+        xchg = plan_tied_exchange_s(topo, &tw, a->stages[ko].gpu, a->stages[kc].gpu);
+    }
     for (int k = 0; k < S; k++) {
         struct mpress_optimizer_traffic tr;
         mpress_optimizer_step_traffic(&p->model, (double)s->pb[k], (double)s->gb[k],
                                       (double)s->ob[k], &tr);
-        double touch = tr.memory_bytes, t = 0;
+        touch[k] = tr.memory_bytes;
+        down_s[k] = tr.pcie_down_bytes / topo->pcie_bytes_per_s;
+        up_s[k] = tr.pcie_up_bytes / topo->pcie_bytes_per_s;
+        drain[k] = run;
+        fill[k] = fwd;
+        run += s->comp[k] - s->fwd[k];
+        fwd += s->fwd[k];
+    }
+    /* Host steps: each socket's CPU queue takes them in the order their gradients arrive:
+     * the stages' own from the last down to the first (stage k's last backward comes first
+     * for the highest k), then the tied stages after the exchange, the copy's before the
+     * owner's. */
+    int order[MPRESS_MAX_GPUS], n = 0;
+    for (int k = S - 1; k >= 0; k--)
+        if (ko == kc || (k != ko && k != kc))
+            order[n++] = k;
+    if (ko != kc)
+        order[n++] = kc, order[n++] = ko;
+    double busy[MPRESS_MAX_GPUS] = {0}; /* per socket: when its CPU queue is free */
+    int started[MPRESS_MAX_GPUS] = {0};
+    for (int i = 0; i < n; i++) {
+        int k = order[i], tied = ko != kc && (k == ko || k == kc);
+        double start = tied ? xchg : -drain[k], t;
         if (a->stages[k].optimizer_on_host) {
             int q = plan_socket(topo, a->stages[k].gpu);
-            host_touch[q] += touch;
-            t = (tr.pcie_down_bytes + tr.pcie_up_bytes) / topo->pcie_bytes_per_s +
-                host_touch[q] / topo->host_memory_bytes_per_s - slack;
+            double arrive = start + down_s[k];
+            double begin = started[q] && busy[q] > arrive ? busy[q] : arrive;
+            busy[q] = begin + touch[k] / topo->host_memory_bytes_per_s;
+            started[q] = 1;
+            t = busy[q] + up_s[k] - fill[k];
         } else {
             double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;
-            t = hbm > 0 ? touch / hbm - slack : 0;
+            t = start + (hbm > 0 ? touch[k] / hbm : 0) - fill[k];
         }
         if (t > tail)
             tail = t;
-        slack += s->comp[k] - s->fwd[k];
     }
     return tail;
 }

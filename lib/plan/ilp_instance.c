@@ -144,10 +144,21 @@ int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology 
         ilp_inst_free(in);
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
     }
+    /* The blocks of a tied matrix's two sides are runs of their own, whatever their constants:
+     * the tied rows need to know which slot holds each. */
+    struct plan_tied tw;
+    int tied_op[2] = {-1, -1};
+    if (plan_tied_find(p, &tw))
+        tied_op[0] = tw.owner, tied_op[1] = tw.copy;
     for (b = 0; b < in->B; b++) {
         if (in->NR > 0) {
             const struct block *x = &in->blk[in->run_first[in->NR - 1]], *y = &in->blk[b];
-            int same = x->t == y->t && x->tf == y->tf && x->opt_touch == y->opt_touch &&
+            int same = 1;
+            for (int q = 0; q < 2; q++)
+                if (tied_op[q] >= 0 && ((tied_op[q] >= x->first && tied_op[q] <= x->last) ||
+                                        (tied_op[q] >= y->first && tied_op[q] <= y->last)))
+                    same = 0;
+            same = same && x->t == y->t && x->tf == y->tf && x->opt_touch == y->opt_touch &&
                        x->p == y->p && x->g == y->g && x->o == y->o && x->a == y->a &&
                        x->w == y->w && x->x == y->x && x->gp == y->gp;
             for (int c = 0; c < in->C && same; c++)

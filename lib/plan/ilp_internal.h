@@ -98,6 +98,9 @@ struct cols {
     int *ots;      /* [k][socket] */
     int T, TT;
     int *tx, *tsh;    /* [k]: slot k holds one side of the tied matrix / both (continuous) */
+    int *dr, *fi;     /* [k]: slot k's drain and fill seconds (the tail rows' slack) */
+    int *pt;          /* [k][socket]: host step touch of slots 0..k on the socket */
+    int XE;           /* seconds the tied matrix's gradient exchange takes (0: no column) */
     int *st, *rho, *zx; /* [k][run], [k][class], [k][class]: held stage inputs */
 };
 

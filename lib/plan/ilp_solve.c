@@ -575,6 +575,37 @@ static double *solution(struct solve *sv, const struct inst *in,
     return x;
 }
 
+/* Before branch and bound, a short local search from the warm start's vector (L/20 nodes on
+ * its partition and mapping, L/20 with each stage boundary within one block, L/20 with the
+ * mapping free; L the node limit, at most 5000): a faster plan becomes the first incumbent
+ * instead. On the default job, branch and bound from the greedy plan took 2,400 nodes to find
+ * one within 1 % of its bound. Returns the nodes it used. */
+static long pre_search(struct solve *sv, const struct inst *in,
+                       const struct mpress_plan_options *o)
+{
+    if (!sv->cb.heur)
+        return 0;
+    long lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
+    if (lim < 100)
+        return 0;
+    struct ilp_ls_budget bud = {.nodes = lim * 3 / 20, .first_nodes = lim / 20,
+                                .box_nodes = lim / 20, .box_delta = 1, .box_max = 2,
+                                .map_nodes = lim / 20, .box_rounds = 2};
+    glp_prob *lp = sv->m.lp;
+    double z = glp_get_obj_coef(lp, 0);
+    for (int j = 1; j <= glp_get_num_cols(lp); j++)
+        z += glp_get_obj_coef(lp, j) * sv->cb.heur[j];
+    struct ilp_ls_stats ls;
+    double *better = ilp_local_search(sv->orig, in, &sv->cols, sv->cb.heur, z, &bud, &ls);
+    if (better && ls.found < z * (1 - 1e-9)) {
+        free(sv->cb.heur);
+        sv->cb.heur = better;
+    } else {
+        free(better);
+    }
+    return ls.nodes;
+}
+
 /* Builds, solves and extracts inside GLPK's error guard (set by the caller). warm: the warm
  * start, or NULL. */
 static int solve(struct solve *sv, const struct mpress_profile *p,
@@ -620,6 +651,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     /* The problem as the local search after branch and bound needs it (the search adds cuts). */
     sv->orig = glp_create_prob();
     glp_copy_prob(sv->orig, m->lp, GLP_OFF);
+    long pre_nodes = pre_search(sv, in, o);
     int ret = intopt(sv, in, o);
     int status = glp_mip_status(m->lp);
     if (status != GLP_OPT && status != GLP_FEAS && warm) {
@@ -632,6 +664,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
                              : sv->cb.stopped_by_nodes ? "node_limit"
                                                        : "feasible",
                              out, stats, err);
+        stats->nodes += pre_nodes;
         if (rc || !sv->layout || status == GLP_NOFEAS || ret == GLP_ENOPFS)
             return rc;
         /* The MILP's rows refused the warm start and branch and bound found nothing: the local
@@ -654,6 +687,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
                                 "the solver stopped (%s) before finding any plan",
                                 ret == GLP_ETMLIM ? "time limit" : "node limit");
     solve_stats(sv, o, ret, status, stats);
+    stats->nodes += pre_nodes;
     double *x = solution(sv, in, o, stats);
     if (!x)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
@@ -662,11 +696,14 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     if (xrc)
         return mpress_error_set(err, MPRESS_ESYSTEM, "cannot map the MILP solution back to a plan");
     /* A warm start GLPK never saw (its vector did not pass the MILP's rows, e.g. within the
-     * memory margin) may still beat the MILP's plan: the answer is never slower than it. */
-    if (warm && !sv->cb.heur) {
-        struct mpress_plan_eval ev;
+     * memory margin) may still beat the MILP's plan, and so may one it saw when GLPK's
+     * feasibility tolerance (1e-7 on a row) let the plan's time fall short of its evaluated
+     * time (an iteration of microseconds): the answer is never slower than the warm start. */
+    if (warm) {
+        struct mpress_plan_eval ev, got;
         if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, warm, &ev, err) == 0 &&
-            ev.fits && ev.iteration_s < stats->objective * (1 - 1e-9)) {
+            mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, out, &got, err) == 0 &&
+            ev.fits && ev.iteration_s < fmax(got.iteration_s, stats->objective) * (1 - 1e-9)) {
             char st[sizeof(stats->status)];
             snprintf(st, sizeof(st), "%s", stats->status);
             return answer_warm(p, topo, o, sv, warm, stats->bound, st, out, stats, err);

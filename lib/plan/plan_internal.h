@@ -85,6 +85,13 @@ struct plan_tied {
 };
 /* 1 and *t filled when p's model ties a weight that way, else 0. */
 int plan_tied_find(const struct mpress_profile *p, struct plan_tied *t);
+/* The stages of a holding the owner (*ko) and the copy (*kc), or both -1 when p ties no weight
+ * that way. */
+void plan_tied_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
+                      int *ko, int *kc);
+/* Seconds one side's gradient of the tied matrix takes from GPU a to GPU b. */
+double plan_tied_exchange_s(const struct mpress_topology *topo, const struct plan_tied *tw,
+                            int gpu_a, int gpu_b);
 
 /* Host memory bandwidth all sockets give together to CPU optimizer steps. */
 double plan_host_bw(const struct mpress_topology *t);

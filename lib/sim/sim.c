@@ -313,9 +313,6 @@ static int simulate(struct mpress_sim *sim, struct mpress_error *err)
     struct mpress_sched_options so;
     mpress_sched_options_init(&so);
     so.iterations = sim->N;
-    /* The planner does not charge the tied-weight exchange; the simulator checks the plan's
-     * predictions, so it replays the schedule the planner costed (docs/schedule.md). */
-    so.tied_exchange = 0;
     int rc = sim->sched ? 0 : mpress_sched_create(sim->plan, &so, &sim->sched, err);
     if (rc || (rc = setup_state(sim, err)) || (rc = sim_net_setup(sim, err)) ||
         (rc = setup_tasks(sim, err)))

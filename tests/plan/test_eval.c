@@ -263,25 +263,28 @@ int main(void)
     CHECK(ev.fits);
     CHECK_INT(ev.drain_gpu, -1);
 
-    /* Optimizer steps overlap the drain: stage 1 with 10 M parameters on a GPU with 5000 MB/s
-     * touches 280 MB in 0.056 s, but its last backward ends stage 0's backward + recompute
-     * (0.020 + 0.004 s) before stage 0's: tail = max(0.0028, 0.056 - 0.024) = 0.032 s. On the
-     * host instead: (20 + 20) MB / 300 MB/s + 280 MB / 2000 MB/s - 0.024 s. */
+    /* Optimizer steps overlap the drain and the next iteration's fill: stage 1 with 10 M
+     * parameters on a GPU with 5000 MB/s touches 280 MB in 0.056 s, but its last backward
+     * ends stage 0's backward + recompute (0.020 + 0.004 s) before stage 0's, and the next
+     * iteration's first forward reaches it stage 0's forward (0.010 s) after stage 0's:
+     * tail = max(0.0028, 0.056 - 0.034) = 0.022 s. On the host instead: (20 + 20) MB /
+     * 300 MB/s + 280 MB / 2000 MB/s - 0.034 s. */
     p.ops[1].param_bytes = p.ops[1].grad_bytes = 20 * MB;
     p.ops[1].optim_bytes = 120 * MB;
     t.gpus[1].hbm_bytes_per_s = 5000 * MB;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
-    CHECK_NEAR(ev.tail_s, 0.032, 1e-12);
+    CHECK_NEAR(ev.tail_s, 0.022, 1e-12);
     /* In fp32 the weights are the master copy and are read as well: 2P + G + 2O = 300 MB. */
     snprintf(p.model.dtype, sizeof(p.model.dtype), "fp32");
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
-    CHECK_NEAR(ev.tail_s, 0.060 - 0.024, 1e-12);
+    CHECK_NEAR(ev.tail_s, 0.060 - 0.034, 1e-12);
     snprintf(p.model.dtype, sizeof(p.model.dtype), "fp16");
     a.stages[1].optimizer_on_host = 1;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
-    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.14 - 0.024, 1e-12);
-    /* Both on the host: stage 0 has no slack and 280 MB of its own; stage 1 shares the host
-     * with stage 0 (560 MB): max(0.1333 + 0.14, 0.1333 + 0.28 - 0.024). */
+    CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.14 - 0.034, 1e-12);
+    /* Both on the host: one CPU queue, stage 1's step first (its gradients arrive first, at
+     * -0.024 + 20 / 300 s), stage 0's after it: stage 0's weights are back at -0.024 + 20 / 300
+     * + 0.14 + 0.14 + 20 / 300 s. */
     a.stages[0].optimizer_on_host = 1;
     CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
     CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.28 - 0.024, 1e-12);
@@ -292,6 +295,23 @@ int main(void)
     CHECK_NEAR(ev.tail_s, 40.0 / 300.0 + 0.14, 1e-12);
     t.n_sockets = 1;
     t.gpus[1].socket = 0;
+    /* Op 0 an embedding whose matrix op 1, a head, uses again (10 M parameters of a copy):
+     * each stage sends the other its 20 MB of gradients over their NVLink (1000 MB/s) once
+     * stage 0's last backward is done, and both steps wait for both: 0.02 s. On the GPUs:
+     * stage 0 0.02 + 280 / 100000 s, stage 1 0.02 + 0.056 - 0.010 s (its fill; the drain does
+     * not hide it any more). On the host: stage 1's step first, then stage 0's, both from
+     * 0.02 s: 0.02 + 20 / 300 + 0.14 + 0.14 + 20 / 300 s. */
+    snprintf(p.ops[0].name, sizeof(p.ops[0].name), "embedding");
+    snprintf(p.ops[1].name, sizeof(p.ops[1].name), "head");
+    p.ops[1].params = 0;
+    a.stages[0].optimizer_on_host = a.stages[1].optimizer_on_host = 0;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.tail_s, 0.02 + 0.056 - 0.010, 1e-12);
+    a.stages[0].optimizer_on_host = a.stages[1].optimizer_on_host = 1;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 4, &a, &ev, &err), 0);
+    CHECK_NEAR(ev.tail_s, 0.02 + 40.0 / 300.0 + 0.28, 1e-12);
+    snprintf(p.ops[0].name, sizeof(p.ops[0].name), "op0");
+    snprintf(p.ops[1].name, sizeof(p.ops[1].name), "op1");
     a.stages[0].optimizer_on_host = a.stages[1].optimizer_on_host = 0;
     p.ops[1].param_bytes = p.ops[1].grad_bytes = p.ops[1].optim_bytes = 0;
     t.gpus[1].hbm_bytes_per_s = 100000 * MB;

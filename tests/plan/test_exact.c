@@ -433,12 +433,21 @@ int main(void)
     glp_term_hook(term_off, NULL);
     tiny_state_ = 0x6d707265737321ULL; /* fixed seed */
     int instances = 400, feasible = 0, with_d2d = 0, with_host_swap = 0, with_host_opt = 0, warm_started = 0;
+    int with_tied_split = 0, with_tied_host = 0;
     for (int inst = 0; inst < instances; inst++) {
         struct mpress_profile p;
         struct mpress_topology t;
         enum mpress_schedule sched;
         int M;
         random_instance(&p, &t, &sched, &M);
+        /* Every other instance ties its first op's weight to its last's, as GPT's embedding
+         * and head do (plan_tied_find: the head's bytes are a copy's, its params 0): the
+         * tied memory terms and the exchange before both steps. */
+        int tied = inst % 2 == 1 && p.n_ops >= 2;
+        if (tied) {
+            snprintf(p.ops[0].name, sizeof(p.ops[0].name), "embedding");
+            snprintf(p.ops[p.n_ops - 1].name, sizeof(p.ops[0].name), "head");
+        }
 
         const char *only = getenv("MPRESS_EXACT_ONLY");
         if (only && atoi(only) != inst) {
@@ -488,6 +497,11 @@ int main(void)
                 CHECK_INT(mpress_plan_evaluate(&p, &t, sched, M, &ia, &ev, &err), 0);
                 CHECK_MSG(ev.fits, "instance %d: MILP plan short on GPU %d by %llu", inst,
                           ev.short_gpu, (unsigned long long)ev.short_bytes);
+                if (getenv("MPRESS_EXACT_DEBUG")) {
+                    fprintf(stderr, "fd %.6g cycle %.6g tail %.6g\n", ev.fill_drain_s, ev.cycle_s, ev.tail_s);
+                    for (int k = 0; k < ia.n_stages; k++)
+                        fprintf(stderr, "stage %d ops %d-%d gpu %d host %d\n", k, ia.stages[k].first_op, ia.stages[k].last_op, ia.stages[k].gpu, ia.stages[k].optimizer_on_host);
+                }
                 CHECK_MSG(fabs(ev.iteration_s - st.objective) <= 1e-6 * st.objective,
                           "instance %d: evaluated %.9g, MILP objective %.9g", inst,
                           ev.iteration_s, st.objective);
@@ -506,6 +520,11 @@ int main(void)
                         with_host_opt++;
                         break;
                     }
+                if (tied && ia.n_stages > 1 && p.ops[p.n_ops - 1].param_bytes > 0) {
+                    with_tied_split++;
+                    with_tied_host += ia.stages[0].optimizer_on_host ||
+                                      ia.stages[ia.n_stages - 1].optimizer_on_host;
+                }
                 mpress_assignment_finish(&ia);
             }
             /* Started from the greedy baseline (when it fits), the MILP reaches the same optimum. */
@@ -535,10 +554,14 @@ int main(void)
     }
     fprintf(stderr,
             "%d instances, %d feasible, %d optimal plans use D2D, %d host swap, %d host "
-            "optimizer, %d also solved from the greedy plan\n",
-            instances, feasible, with_d2d, with_host_swap, with_host_opt, warm_started);
+            "optimizer, %d also solved from the greedy plan; %d split a tied weight, %d of "
+            "them with a tied side's optimizer on the host\n",
+            instances, feasible, with_d2d, with_host_swap, with_host_opt, warm_started,
+            with_tied_split, with_tied_host);
     CHECK(feasible >= 200);
     CHECK(with_d2d >= 10);
     CHECK(with_host_swap >= 5);
+    CHECK(with_tied_split >= 20);
+    CHECK(with_tied_host >= 5);
     return check_done();
 }
