@@ -93,20 +93,18 @@ int plan_tied_find(const struct mpress_profile *p, struct plan_tied *t)
 }
 
 void plan_tied_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
-                      int *ko, int *kc)
+                      struct plan_tied_at *t)
 {
-    struct plan_tied tw;
-    *ko = *kc = -1;
-    if (!plan_tied_find(p, &tw))
-        return;
-    for (int k = 0; k < a->n_stages; k++) {
-        if (tw.owner >= a->stages[k].first_op && tw.owner <= a->stages[k].last_op)
-            *ko = k;
-        if (tw.copy >= a->stages[k].first_op && tw.copy <= a->stages[k].last_op)
-            *kc = k;
+    t->ko = t->kc = -1;
+    t->tied = plan_tied_find(p, &t->tw);
+    for (int k = 0; t->tied && k < a->n_stages; k++) {
+        if (t->tw.owner >= a->stages[k].first_op && t->tw.owner <= a->stages[k].last_op)
+            t->ko = k;
+        if (t->tw.copy >= a->stages[k].first_op && t->tw.copy <= a->stages[k].last_op)
+            t->kc = k;
     }
-    if (*ko < 0 || *kc < 0)
-        *ko = *kc = -1;
+    if (t->ko < 0 || t->kc < 0)
+        t->ko = t->kc = -1;
 }
 
 uint64_t plan_shortfall(const struct mpress_plan_eval *ev)
@@ -213,7 +211,7 @@ void plan_sum_stages(const struct mpress_profile *p, const struct mpress_assignm
 static void gpu_memory(const struct mpress_profile *p, const struct mpress_topology *topo,
                        enum mpress_schedule schedule, int M,
                        const struct mpress_assignment *a, const struct stage_sums *s,
-                       struct mpress_plan_eval *ev)
+                       const struct plan_tied_at *ta, struct mpress_plan_eval *ev)
 {
     const int S = a->n_stages, G = topo->n_gpus;
     ev->n_gpus = G;
@@ -241,9 +239,8 @@ static void gpu_memory(const struct mpress_profile *p, const struct mpress_topol
         if (a->stages[k].optimizer_on_host)
             ev->host_bytes = plan_add(ev->host_bytes, s->ob[k]);
     }
-    struct plan_tied tw;
-    int tied = plan_tied_find(p, &tw), ko = -1, kc = -1;
-    plan_tied_stages(p, a, &ko, &kc);
+    const struct plan_tied tw = ta->tw;
+    const int tied = ta->tied, ko = ta->ko, kc = ta->kc;
     if (tied && ko == kc && ko >= 0) {
         /* One stage holds both: one matrix, the owner's weights and states; the copy keeps
          * only its gradient, folded into the owner's before the step. */
@@ -467,19 +464,15 @@ double plan_tied_exchange_s(const struct mpress_topology *topo, const struct pla
  * moves the gradients down over PCIe, waits for its socket's CPU queue, updates at the
  * socket's memory bandwidth and moves the weights back up. */
 static double optimizer_tail(const struct mpress_profile *p, const struct mpress_topology *topo,
-                             const struct mpress_assignment *a, const struct stage_sums *s)
+                             const struct mpress_assignment *a, const struct stage_sums *s,
+                             const struct plan_tied_at *ta)
 {
-    const int S = a->n_stages;
+    const int S = a->n_stages, ko = ta->ko, kc = ta->kc;
     double touch[MPRESS_MAX_GPUS], down_s[MPRESS_MAX_GPUS], up_s[MPRESS_MAX_GPUS];
     double drain[MPRESS_MAX_GPUS];
     double fill[MPRESS_MAX_GPUS], xchg = 0, tail = 0, run = 0, fwd = 0;
-    int ko = -1, kc = -1;
-    plan_tied_stages(p, a, &ko, &kc);
-    if (ko != kc) {
-        struct plan_tied tw;
-        plan_tied_find(p, &tw);
-        xchg = plan_tied_exchange_s(topo, &tw, a->stages[ko].gpu, a->stages[kc].gpu);
-    }
+    if (ko != kc)
+        xchg = plan_tied_exchange_s(topo, &ta->tw, a->stages[ko].gpu, a->stages[kc].gpu);
     for (int k = 0; k < S; k++) {
         struct mpress_optimizer_traffic tr;
         mpress_optimizer_step_traffic(&p->model, (double)s->pb[k], (double)s->gb[k],
@@ -528,7 +521,9 @@ void plan_eval_sums(const struct mpress_profile *p, const struct mpress_topology
                     enum mpress_schedule schedule, int M, const struct mpress_assignment *a,
                     const struct stage_sums *s, struct mpress_plan_eval *ev)
 {
-    gpu_memory(p, topo, schedule, M, a, s, ev);
+    struct plan_tied_at ta;
+    plan_tied_stages(p, a, &ta);
+    gpu_memory(p, topo, schedule, M, a, s, &ta, ev);
     drain_check(topo, schedule, M, a, s, ev);
     /* A host without a stated memory size is not checked. */
     if (topo->host_memory_bytes > 0 && ev->host_bytes > topo->host_memory_bytes) {
@@ -537,7 +532,7 @@ void plan_eval_sums(const struct mpress_profile *p, const struct mpress_topology
     }
     cycle(topo, a, s, ev);
     ev->fill_drain_s = fill_drain(topo, a, s);
-    ev->tail_s = optimizer_tail(p, topo, a, s);
+    ev->tail_s = optimizer_tail(p, topo, a, s, &ta);
 
     ev->iteration_s = ev->fill_drain_s + (M - 1) * ev->cycle_s + ev->tail_s;
     ev->samples_per_s =
