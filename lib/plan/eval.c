@@ -92,8 +92,15 @@ int plan_tied_find(const struct mpress_profile *p, struct plan_tied *t)
     return 1;
 }
 
-void plan_tied_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
-                      struct plan_tied_at *t)
+/* The tied weight of p (plan_tied_find: tied, tw) and the stages of a holding its owner (ko)
+ * and its copy (kc), both -1 when p ties no weight that way. */
+struct tied_at {
+    struct plan_tied tw;
+    int tied, ko, kc;
+};
+
+static void tied_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
+                        struct tied_at *t)
 {
     t->ko = t->kc = -1;
     t->tied = plan_tied_find(p, &t->tw);
@@ -211,7 +218,7 @@ void plan_sum_stages(const struct mpress_profile *p, const struct mpress_assignm
 static void gpu_memory(const struct mpress_profile *p, const struct mpress_topology *topo,
                        enum mpress_schedule schedule, int M,
                        const struct mpress_assignment *a, const struct stage_sums *s,
-                       const struct plan_tied_at *ta, struct mpress_plan_eval *ev)
+                       const struct tied_at *ta, struct mpress_plan_eval *ev)
 {
     const int S = a->n_stages, G = topo->n_gpus;
     ev->n_gpus = G;
@@ -448,12 +455,6 @@ static double fill_drain(const struct mpress_topology *topo, const struct mpress
     return t;
 }
 
-double plan_tied_exchange_s(const struct mpress_topology *topo, const struct plan_tied *tw,
-                            int gpu_a, int gpu_b)
-{
-    return (double)tw->g / plan_boundary_bw(topo, gpu_a, gpu_b);
-}
-
 /* Optimizer tail, once per iteration, from the end of stage 0's last backward
  * (docs/cost-model.md, "Iteration time"). Stage k's last backward ends drain_k (the backward
  * and recompute time of stages 0..k-1, which the drain runs after it) earlier, and the next
@@ -465,14 +466,14 @@ double plan_tied_exchange_s(const struct mpress_topology *topo, const struct pla
  * socket's memory bandwidth and moves the weights back up. */
 static double optimizer_tail(const struct mpress_profile *p, const struct mpress_topology *topo,
                              const struct mpress_assignment *a, const struct stage_sums *s,
-                             const struct plan_tied_at *ta)
+                             const struct tied_at *ta)
 {
     const int S = a->n_stages, ko = ta->ko, kc = ta->kc;
     double touch[MPRESS_MAX_GPUS], down_s[MPRESS_MAX_GPUS], up_s[MPRESS_MAX_GPUS];
     double drain[MPRESS_MAX_GPUS];
     double fill[MPRESS_MAX_GPUS], xchg = 0, tail = 0, run = 0, fwd = 0;
-    if (ko != kc)
-        xchg = plan_tied_exchange_s(topo, &ta->tw, a->stages[ko].gpu, a->stages[kc].gpu);
+    if (ko != kc) /* one side's gradient of the matrix, each way at once */
+        xchg = (double)ta->tw.g / plan_boundary_bw(topo, a->stages[ko].gpu, a->stages[kc].gpu);
     for (int k = 0; k < S; k++) {
         struct mpress_optimizer_traffic tr;
         mpress_optimizer_step_traffic(&p->model, (double)s->pb[k], (double)s->gb[k],
@@ -495,17 +496,16 @@ static double optimizer_tail(const struct mpress_profile *p, const struct mpress
             order[n++] = k;
     if (ko != kc)
         order[n++] = kc, order[n++] = ko;
-    double busy[MPRESS_MAX_GPUS] = {0}; /* per socket: when its CPU queue is free */
-    int started[MPRESS_MAX_GPUS] = {0};
+    double busy[MPRESS_MAX_GPUS]; /* per socket: when its CPU queue is free */
+    for (int q = 0; q < MPRESS_MAX_GPUS; q++)
+        busy[q] = -HUGE_VAL;
     for (int i = 0; i < n; i++) {
         int k = order[i], tied = ko != kc && (k == ko || k == kc);
         double start = tied ? xchg : -drain[k], t;
         if (a->stages[k].optimizer_on_host) {
             int q = plan_socket(topo, a->stages[k].gpu);
             double arrive = start + down_s[k];
-            double begin = started[q] && busy[q] > arrive ? busy[q] : arrive;
-            busy[q] = begin + touch[k] / topo->host_memory_bytes_per_s;
-            started[q] = 1;
+            busy[q] = fmax(busy[q], arrive) + touch[k] / topo->host_memory_bytes_per_s;
             t = busy[q] + up_s[k] - fill[k];
         } else {
             double hbm = topo->gpus[a->stages[k].gpu].hbm_bytes_per_s;
@@ -521,8 +521,8 @@ void plan_eval_sums(const struct mpress_profile *p, const struct mpress_topology
                     enum mpress_schedule schedule, int M, const struct mpress_assignment *a,
                     const struct stage_sums *s, struct mpress_plan_eval *ev)
 {
-    struct plan_tied_at ta;
-    plan_tied_stages(p, a, &ta);
+    struct tied_at ta;
+    tied_stages(p, a, &ta);
     gpu_memory(p, topo, schedule, M, a, s, &ta, ev);
     drain_check(topo, schedule, M, a, s, ev);
     /* A host without a stated memory size is not checked. */

@@ -85,17 +85,6 @@ struct plan_tied {
 };
 /* 1 and *t filled when p's model ties a weight that way, else 0. */
 int plan_tied_find(const struct mpress_profile *p, struct plan_tied *t);
-/* The tied weight of p (plan_tied_find: tied, tw) and the stages of a holding its owner (ko)
- * and its copy (kc), both -1 when p ties no weight that way. */
-struct plan_tied_at {
-    struct plan_tied tw;
-    int tied, ko, kc;
-};
-void plan_tied_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
-                      struct plan_tied_at *t);
-/* Seconds one side's gradient of the tied matrix takes from GPU a to GPU b. */
-double plan_tied_exchange_s(const struct mpress_topology *topo, const struct plan_tied *tw,
-                            int gpu_a, int gpu_b);
 
 /* Host memory bandwidth all sockets give together to CPU optimizer steps. */
 double plan_host_bw(const struct mpress_topology *t);

@@ -67,17 +67,31 @@ static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
                          policy, (unsigned long long)ev->host_short);
 }
 
-/* A stage that holds one micro-batch at a time gains nothing by swapping (its working set
- * takes the tensor back before the same backward), so the MILP is indifferent to such swaps
- * wherever its links have room; in a replay the copy out and back must both fit inside one
- * forward and the backward waits for them. Keeping them costs no memory on the stage and frees
- * the peer's or the host's, and removes link load, so the plan is no worse under the model. */
-/* The warm start with its GPUs exchanged pairwise while that makes it faster and it still
- * fits (steepest descent, at most 16 rounds; every GPU reference exchanged: stages and D2D
- * peers). The baselines map stages along NVLink rings, which ignores the pair the tied word
- * matrix's exchange crosses; on the default job this takes greedy from 4.0247 s to 4.0090 s,
- * a start branch and bound otherwise needs about 2,000 nodes to beat. Direct fabrics only:
- * NVSwitch servers fix the MILP's mapping. 0, or MPRESS_ESYSTEM. */
+/* a's GPUs ga and gb exchanged wherever a names them (stages, D2D peers); 0 when no stage
+ * runs on either. */
+static int exchange_gpus(struct mpress_assignment *a, int ga, int gb)
+{
+    int used = 0;
+    for (int k = 0; k < a->n_stages; k++) {
+        int *g = &a->stages[k].gpu;
+        used |= *g == ga || *g == gb;
+        *g = *g == ga ? gb : *g == gb ? ga : *g;
+    }
+    for (int j = 0; j < a->n_actions; j++)
+        for (int q = 0; q < a->actions[j].n_peers; q++) {
+            int *g = &a->actions[j].peers[q];
+            *g = *g == ga ? gb : *g == gb ? ga : *g;
+        }
+    return used;
+}
+
+/* The warm start with two of its GPUs exchanged while that makes it faster and it still fits
+ * (steepest descent, at most 16 rounds). The baselines map stages along NVLink rings, which
+ * leaves the tied word matrix's exchange between the first and last stage on whatever pair
+ * the ring ends on. On the default job this takes greedy from 4.0247 s to 4.0090 s; with the
+ * short local search from it (ilp_solve.c, pre_search) branch and bound closes the gap in 364
+ * nodes, against 2,437 with this alone and 2,461 with neither. Direct fabrics only: NVSwitch
+ * servers fix the MILP's mapping. 0, or MPRESS_ESYSTEM. */
 static int polish_mapping(const struct mpress_profile *p, const struct mpress_topology *topo,
                           const struct mpress_plan_options *o, struct mpress_assignment *a,
                           double *best_s, struct mpress_error *err)
@@ -96,19 +110,8 @@ static int polish_mapping(const struct mpress_profile *p, const struct mpress_to
                 t.n_stages = a->n_stages;
                 memcpy(t.stages, a->stages, sizeof(t.stages));
                 memcpy(t.actions, a->actions, sizeof(*t.actions) * (size_t)t.n_actions);
-                int used = 0;
-                for (int k = 0; k < t.n_stages; k++) {
-                    int *g = &t.stages[k].gpu;
-                    used |= *g == ga || *g == gb;
-                    *g = *g == ga ? gb : *g == gb ? ga : *g;
-                }
-                if (!used)
+                if (!exchange_gpus(&t, ga, gb))
                     continue;
-                for (int j = 0; j < t.n_actions; j++)
-                    for (int q = 0; q < t.actions[j].n_peers; q++) {
-                        int *g = &t.actions[j].peers[q];
-                        *g = *g == ga ? gb : *g == gb ? ga : *g;
-                    }
                 struct mpress_plan_eval ev;
                 struct mpress_error e2;
                 if (mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, &t, &ev,
@@ -120,15 +123,7 @@ static int polish_mapping(const struct mpress_profile *p, const struct mpress_to
             }
         if (ba < 0)
             break;
-        for (int k = 0; k < a->n_stages; k++) {
-            int *g = &a->stages[k].gpu;
-            *g = *g == ba ? bb : *g == bb ? ba : *g;
-        }
-        for (int j = 0; j < a->n_actions; j++)
-            for (int q = 0; q < a->actions[j].n_peers; q++) {
-                int *g = &a->actions[j].peers[q];
-                *g = *g == ba ? bb : *g == bb ? ba : *g;
-            }
+        exchange_gpus(a, ba, bb);
         *best_s = best;
     }
     mpress_assignment_finish(&t);
@@ -161,6 +156,11 @@ static int warm_start(const struct mpress_profile *p, const struct mpress_topolo
     return rc;
 }
 
+/* A stage that holds one micro-batch at a time gains nothing by swapping (its working set
+ * takes the tensor back before the same backward), so the MILP is indifferent to such swaps
+ * wherever its links have room; in a replay the copy out and back must both fit inside one
+ * forward and the backward waits for them. Keeping them costs no memory on the stage and frees
+ * the peer's or the host's, and removes link load, so the plan is no worse under the model. */
 static void keep_single_flight(const struct mpress_profile *p,
                                const struct mpress_plan_options *o, struct mpress_assignment *a)
 {

@@ -1,0 +1,79 @@
+/* Internal to the MILP's formulation (ilp_form.c and ilp_tail.c): what every part of it
+ * reads, and the column helpers its rows are written with. */
+#ifndef MPRESS_ILP_FORM_INTERNAL_H
+#define MPRESS_ILP_FORM_INTERNAL_H
+
+#include "ilp_internal.h"
+
+/* What every part of the formulation reads: the model, the instance, the server, and the
+ * constants the big-M rows are built from. */
+struct form {
+    struct model *m;
+    const struct inst *in;
+    const struct mpress_topology *topo;
+    enum mpress_schedule sched;
+    struct cols *c;
+    double sumOT, bigD, bigO, bigX, bigM, bigT, bigH;
+    double bigC;    /* the slowest tied exchange, s (0: none) */
+    double hbm_any; /* GB/s of the tail rows without the mapping (0: none) */
+    double pcie, hsock; /* GB/s: a GPU's PCIe link; one socket's memory for host steps */
+    int NK, split_sockets;
+};
+
+/* x_kg: a column, or a constant (fixed mapping: slot k on GPU k). */
+static inline void add_x(struct model *m, const struct inst *in, const struct cols *c,
+                        int k, int g, double coef)
+{
+    if (in->mapped)
+        ilp_row_add(m, c->x[IX2(k, g, in->N)], coef);
+    else if (k == g)
+        m->r.constant += coef;
+}
+
+static inline int x_possible(const struct inst *in, int k, int g)
+{
+    return in->mapped || k == g;
+}
+
+/* w_kr: blocks of run r in slots 0..k; the last slot completes every run. */
+static inline void add_w(struct model *m, const struct inst *in, const struct cols *c,
+                        int k, int r, double coef)
+{
+    if (k < 0)
+        return;
+    if (k == in->N - 1)
+        m->r.constant += coef * in->run_len[r];
+    else
+        ilp_row_add(m, c->w[IX2(k, r, in->NR)], coef);
+}
+
+/* f_kr: run r has begun by slot k (= w_kr for a run of one block). */
+static inline void add_f(struct model *m, const struct inst *in, const struct cols *c,
+                        int k, int r, double coef)
+{
+    if (k < 0)
+        return;
+    if (k == in->N - 1)
+        m->r.constant += coef;
+    else if (in->run_len[r] == 1)
+        ilp_row_add(m, c->w[IX2(k, r, in->NR)], coef);
+    else
+        ilp_row_add(m, c->f[IX2(k, r, in->NR)], coef);
+}
+
+/* y_kr: blocks of run r in slot k. */
+static inline void add_y(struct model *m, const struct inst *in, const struct cols *c,
+                        int k, int r, double coef)
+{
+    add_w(m, in, c, k, r, coef);
+    add_w(m, in, c, k - 1, r, -coef);
+}
+
+/* The optimizer tail (ilp_tail.c; the rows are in ilp_form.c's header comment): the tied
+ * exchange's column XE and its rows, and the drain and fill columns, before the slots' rows;
+ * slot k's GPU step rows; the host steps' queue rows, after every slot's optimizer columns. */
+void ilp_form_tail_columns(struct form *f);
+void ilp_form_slot_tail(struct form *f, int k);
+void ilp_form_host_tail(struct form *f);
+
+#endif
