@@ -28,13 +28,19 @@ int exec_copy(struct mpress_exec *x, const struct mpress_task *t, int dst_dev, v
     double done = 0;
     int rc = x->be->copy_ready(x->be->ctx, dst_dev, dst, src_dev, src, bytes,
                                x->queue_ready[t->queue], &done, err);
-    /* the bytes are there: the compute stream need not wait for this copy any more */
-    pthread_mutex_lock(&x->lock);
-    x->queue_moving[t->queue] = 0;
-    exec_wake(x);
-    pthread_mutex_unlock(&x->lock);
-    if (!rc)
+    /* The bytes are there. Where the copy still has link time to wait out (--throttle), the
+     * compute stream need not wait for it any more: on a GPU the copy's link time overlaps the
+     * compute. Without link time the copy stays "moving" until its task has ended and freed
+     * what it frees (the worker clears it): a compute task that started between the move and
+     * the free found the evicted tensor still on the device, beside what it allocated, and a
+     * plan packed to the byte ran out of memory. */
+    if (!rc && done > exec_now_s()) {
+        pthread_mutex_lock(&x->lock);
+        x->queue_moving[t->queue] = 0;
+        exec_wake(x);
+        pthread_mutex_unlock(&x->lock);
         rt_sleep_until(done);
+    }
     return rc;
 }
 

@@ -613,7 +613,8 @@ static int task_ready(const struct mpress_exec *x, int i)
 }
 
 /* Whether a copy engine of compute queue cq's GPU (its own, not another GPU's) has a task at its
- * head that is ready and has not yet moved its bytes. On a GPU the copy engines are hardware of
+ * head that is ready and has not yet moved its bytes (a copy with no link time to wait out: has
+ * not yet ended, for until then what it frees is still allocated; exec_copy). On a GPU the copy engines are hardware of
  * their own: a copy starts when it is ready, whatever the compute stream does. Here both are
  * threads on the same CPUs, and a busy machine let a compute thread run a stage's whole warm-up
  * before the eviction thread ran (the tensors the plan evicts stayed on the device: +67 % on the
@@ -636,7 +637,13 @@ int exec_copy_pending(const struct mpress_exec *x, int cq)
             continue;
         int n = 0;
         const int *tasks = mpress_sched_queue_tasks(x->sched, q, &n);
+        /* the queue's head is its first task not done: the thread that ended one has not
+         * necessarily taken the next yet, and a copy ready meanwhile still holds this GPU's
+         * compute back (without this, a compute task started in that gap beside an evicted
+         * tensor still on the device) */
         int h = x->queue_head[q];
+        while (h < n && x->done[tasks[h]])
+            h++;
         if (h < n && ((!x->started[tasks[h]] && task_ready(x, tasks[h])) ||
                       x->queue_moving[q]))
             return 1;
