@@ -163,6 +163,31 @@ static int needed_by_loss_backward(const struct mpress_exec *x, int p, int r)
     return L->n_inputs > 2 && L->inputs[2].producer == p && L->inputs[2].producer_output == r;
 }
 
+/* The buffer of the op output that saved tensor j of op o (micro-batch m, stage k) is a copy
+ * of, when o is its last reader on the stage: o's forward then takes that buffer over as the
+ * saved tensor instead of copying it, as a framework keeps the input it saves for backward
+ * (the planner counts a saved tensor once: docs/cost-model.md). Else NULL: a copy is saved
+ * (the output is read later, is a held stage input, the loss backward needs it, or the
+ * backend cannot retag memory). */
+static struct xbuf *handed_over(struct mpress_exec *x, int k, int m, int o, int j)
+{
+    const struct mpress_model_op *op = &x->model.ops[o];
+    const struct mpress_model_tensor *sv = &op->saved[j], *in = &op->inputs[0];
+    const struct mpress_plan_stage *st = &x->plan->stages[k];
+    if (!x->be->retag || op->n_inputs < 1 || strcmp(sv->role, "input") != 0 ||
+        in->producer < 0 || sv->producer != in->producer ||
+        sv->producer_output != in->producer_output || sv->bytes != in->bytes ||
+        sv->dtype != in->dtype)
+        return NULL;
+    int p = in->producer, r = in->producer_output;
+    struct xbuf *b = &x->out[SLOT(x, k, m) + p][r];
+    if (!b->p || b->bytes != sv->bytes || x->pinned[PIN(x, k, p, r)] ||
+        x->last_use[p * IO + r] != o ||
+        (st->last_op == x->n_ops - 1 && needed_by_loss_backward(x, p, r)))
+        return NULL;
+    return b;
+}
+
 static int run_forward(struct mpress_exec *x, const struct mpress_task *t,
                        struct mpress_error *err)
 {
@@ -195,9 +220,16 @@ static int run_forward(struct mpress_exec *x, const struct mpress_task *t,
         struct saved_state *s = sv_at(x, m, o, j);
         char what[64];
         snprintf(what, sizeof(what), "saved tensor %s", op->saved[j].role);
-        if ((rc = exec_xalloc(x, &s->dev, g, MPRESS_MEM_ACTIVATIONS, op->saved[j].bytes, 0, err,
-                         WHERE_FMT, k, g, op->name, what, m)))
+        struct xbuf *own = handed_over(x, k, m, o, j);
+        if (own) {
+            x->be->retag(x->be->ctx, g, own->p, own->bytes, own->kind, MPRESS_MEM_ACTIVATIONS);
+            s->dev = *own;
+            s->dev.kind = MPRESS_MEM_ACTIVATIONS;
+            memset(own, 0, sizeof(*own));
+        } else if ((rc = exec_xalloc(x, &s->dev, g, MPRESS_MEM_ACTIVATIONS, op->saved[j].bytes,
+                                     0, err, WHERE_FMT, k, g, op->name, what, m))) {
             return rc;
+        }
         s->state = SV_FWD;
         s->evicted = s->prefetched = s->prefetching = 0;
         io.saved[j] = s->dev.p;

@@ -132,6 +132,20 @@ static void hb_free(void *ctx, int dev, int kind, void *p, uint64_t bytes)
     free(p);
 }
 
+static void hb_retag(void *ctx, int dev, void *p, uint64_t bytes, int from, int to)
+{
+    struct host_be *b = ctx;
+    if (!p || from < 0 || to < 0 || from >= MPRESS_MEM_KINDS || to >= MPRESS_MEM_KINDS)
+        return;
+    struct arena *a = arena_of(b, dev);
+    pthread_mutex_lock(&a->lock);
+    a->cur[from] -= bytes;
+    a->cur[to] += bytes;
+    if (a->cur[to] > a->max_kind[to])
+        a->max_kind[to] = a->cur[to];
+    pthread_mutex_unlock(&a->lock);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -475,6 +489,7 @@ int mpress_host_backend_create(const struct mpress_plan *plan,
     out->ctx = b;
     out->alloc = hb_alloc;
     out->free = hb_free;
+    out->retag = hb_retag;
     out->copy = hb_copy;
     out->copy_ready = hb_copy_ready;
     out->upload = hb_upload;

@@ -198,7 +198,8 @@ static int embedding_bwd(struct call *c)
 
 void hops_save_input_copy(struct call *c, int saved_index, int input_index)
 {
-    if (c->io->saved[saved_index])
+    /* the executor may hand the input itself over as the saved tensor (no copy then) */
+    if (c->io->saved[saved_index] && c->io->saved[saved_index] != c->io->in[input_index])
         memcpy(c->io->saved[saved_index], c->io->in[input_index],
                (size_t)c->op->saved[saved_index].bytes);
 }

@@ -74,6 +74,10 @@ struct mpress_backend {
     int (*alloc)(void *ctx, int dev, int kind, uint64_t bytes, const char *what, void **out,
                  struct mpress_error *err);
     void (*free)(void *ctx, int dev, int kind, void *p, uint64_t bytes);
+    /* Optional: the bytes at p on dev are counted as kind `to` from now on instead of `from`
+     * (an op output that its consumer keeps as its saved tensor, as a framework keeps the
+     * input it saves for backward). Without it the executor saves a copy of such a tensor. */
+    void (*retag)(void *ctx, int dev, void *p, uint64_t bytes, int from, int to);
     /* Copy between devices (or within one): the copy queue of a task calls it. */
     int (*copy)(void *ctx, int dst_dev, void *dst, int src_dev, const void *src, uint64_t bytes,
                 struct mpress_error *err);
