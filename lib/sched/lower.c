@@ -589,6 +589,13 @@ static int lay_swap_part(struct mpress_sched *s, struct layout *L, int ai, int q
     int pf = lay_transfer(s, MPRESS_TASK_PREFETCH, k, it, m, a->op, peer, g, bytes);
     if (pf < 0)
         return -1;
+    /* A D2D share comes back on the owner's engine from that peer, as a host prefetch comes
+     * back on the owner's H2D engine. On the peer's engine toward the owner it could head that
+     * queue before it was ready (it waits for the owner's backward) while the peer's own
+     * evictions queued behind it kept their tensors on the peer: gpt-tiny on 4 emulated 500 KiB
+     * devices ran out of memory on stage 2 whenever stage 1 ran late. */
+    if (!host)
+        s->bt[pf].pub.queue = g * s->epg + 3 + s->n_gpus + peer;
     struct sched_btask *P = &s->bt[pf];
     P->pub.action = ai;
     P->pub.part = q;

@@ -469,7 +469,8 @@ char *mpress_run_render(const struct mpress_run_report *r)
 }
 
 /* ---- Chrome trace -------------------------------------------------------------------------
- * pid g = GPU g with tid 0 compute, 1 copy D2H, 2 copy H2D, 3 + b copy to GPU b; pid n_gpus =
+ * pid g = GPU g with tid 0 compute, 1 copy D2H, 2 copy H2D, 3 + b copy to GPU b, 3 + G + b
+ * copy from GPU b (D2D prefetches); pid n_gpus =
  * host CPUs (tid = socket); pid n_gpus + 1 = links, one counter track per link (GB/s) since
  * concurrent flows share a link; memory counters sit on each GPU's pid. Times in µs. */
 
@@ -509,7 +510,8 @@ static void counter(struct mpress_strbuf *b, const char *name, int pid, double t
     sb_printf(b, ", \"ph\": \"C\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f},\n", pid, t * 1e6);
 }
 
-/* Track of task i: its queue's GPU (tid 0 compute, 1 D2H, 2 H2D, 3 + b peer engine toward b),
+/* Track of task i: its queue's GPU (tid 0 compute, 1 D2H, 2 H2D, 3 + b peer engine toward b,
+ * 3 + G + b from b),
  * or the host (pid n_gpus) with the socket as tid. */
 static void task_track(const struct mpress_run_report *r, int i, int *pid, int *tid)
 {
@@ -528,6 +530,9 @@ static void task_track(const struct mpress_run_report *r, int i, int *pid, int *
         break;
     case MPRESS_QUEUE_PEER:
         *tid = 3 + Q->peer;
+        break;
+    case MPRESS_QUEUE_PEER_IN:
+        *tid = 3 + r->summary.n_gpus + Q->peer;
         break;
     default:
         *tid = 0;
@@ -605,6 +610,8 @@ static void trace_tracks(struct mpress_strbuf *b, const struct mpress_run_report
                 continue;
             snprintf(name, sizeof(name), "copy engine -> gpu %d", d);
             meta(b, "thread_name", g, 3 + d, name);
+            snprintf(name, sizeof(name), "copy engine <- gpu %d", d);
+            meta(b, "thread_name", g, 3 + G + d, name);
         }
     }
     meta(b, "process_name", G, 0, "host");

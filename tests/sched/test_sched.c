@@ -216,6 +216,20 @@ static void test_counts(void)
     CHECK_INT(mpress_sched_count_kind(s, MPRESS_TASK_RECOMPUTE), 0);
     CHECK_INT(mpress_sched_task_count(s), 12 + 12 + 12 + 12 + 6 + 6 + 4 + 2 + 2);
     CHECK_INT(walk(s), mpress_sched_task_count(s));
+    /* each share leaves on the owner's engine toward its peer and comes back on the owner's
+     * engine from it (on the peer's engine toward the owner, a prefetch not yet ready held
+     * up the peer's own evictions queued behind it) */
+    for (int i = 0; i < mpress_sched_task_count(s); i++) {
+        const struct mpress_task *t = mpress_sched_task(s, i);
+        if (t->kind != MPRESS_TASK_EVICT && t->kind != MPRESS_TASK_PREFETCH)
+            continue;
+        int out = t->kind == MPRESS_TASK_EVICT, owner = out ? t->src : t->dst;
+        const struct mpress_sched_queue *q = mpress_sched_queue(s, t->queue);
+        CHECK_INT(owner, f.stages[0].gpu);
+        CHECK_INT(q->gpu, owner);
+        CHECK_INT(q->kind, out ? MPRESS_QUEUE_PEER : MPRESS_QUEUE_PEER_IN);
+        CHECK_INT(q->peer, out ? t->dst : t->src);
+    }
     mpress_sched_destroy(s);
 }
 
@@ -286,7 +300,7 @@ static void test_edges_and_queues(void)
     struct mpress_sched *s = make(&f, 2);
     if (!s)
         return;
-    int G = 3, epg = 3 + G, n;
+    int G = 3, epg = 3 + 2 * G, n;
     const int *l;
     for (int mb = 0; mb < 2; mb++) {
         int f0 = find(s, MPRESS_TASK_FORWARD, 0, 0, mb);
@@ -352,6 +366,8 @@ static void test_edges_and_queues(void)
     CHECK_INT(mpress_sched_queue(s, 0)->kind, MPRESS_QUEUE_COMPUTE);
     CHECK_INT(mpress_sched_queue(s, epg + 3 + 2)->kind, MPRESS_QUEUE_PEER);
     CHECK_INT(mpress_sched_queue(s, epg + 3 + 2)->peer, 2);
+    CHECK_INT(mpress_sched_queue(s, epg + 3 + G + 2)->kind, MPRESS_QUEUE_PEER_IN);
+    CHECK_INT(mpress_sched_queue(s, epg + 3 + G + 2)->peer, 2);
     CHECK_INT(mpress_sched_queue_count(s), G * epg + 1);
     CHECK_INT(mpress_sched_queue(s, G * epg)->kind, MPRESS_QUEUE_CPU);
     mpress_sched_destroy(s);
