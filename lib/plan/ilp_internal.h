@@ -164,6 +164,7 @@ int ilp_vector_feasible(glp_prob *lp, const double *x);
 struct ilp_ls_budget {
     long nodes, first_nodes, box_nodes, map_nodes;
     int box_delta, box_max, box_rounds;
+    int dive; /* 1: the restricted MILPs search depth first, else by best local bound */
 };
 
 struct ilp_ls_stats {

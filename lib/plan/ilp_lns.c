@@ -145,7 +145,7 @@ static double objective_of(glp_prob *lp, const double *x)
 static double *solve_restricted(glp_prob *lp, const struct inst *in, const struct cols *c,
                                 const int *u, int delta, int free_map, const double *x,
                                 const double *start, double cutoff, long nodes,
-                                int mapped_settings, long *used)
+                                int mapped_settings, int dive, long *used)
 {
     int n = glp_get_num_cols(lp);
     glp_prob *cp = glp_create_prob();
@@ -181,6 +181,7 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
     parm.presolve = GLP_OFF;
     parm.mip_gap = 1e-4;
     parm.br_tech = mapped_settings ? GLP_BR_PCH : GLP_BR_DTH;
+    parm.bt_tech = dive ? GLP_BT_DFS : GLP_BT_BLB;
     parm.gmi_cuts = GLP_ON;
     parm.mir_cuts = parm.cov_cuts = mapped_settings ? GLP_OFF : GLP_ON;
     parm.cb_func = sub_callback;
@@ -227,7 +228,7 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
     long left = bud->nodes, used;
     /* start's own partition and mapping first, from start. */
     double *v = solve_restricted(lp, in, c, u, 0, 0, start, best, zbest * (1 - 1e-6),
-                                 bud->first_nodes, in->mapped, &used);
+                                 bud->first_nodes, in->mapped, bud->dive, &used);
     left -= used;
     st->solves++;
     if (!best && !v)
@@ -249,7 +250,7 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
         long lim = by_map ? bud->map_nodes : bud->box_nodes;
         lim = lim < left ? lim : left;
         v = solve_restricted(lp, in, c, u, by_map ? 0 : delta, by_map, best, best,
-                             zbest * (1 - 1e-4), lim, in->mapped, &used);
+                             zbest * (1 - 1e-4), lim, in->mapped, bud->dive, &used);
         left -= used > 0 ? used : 1;
         st->solves++;
         if (!v) {
