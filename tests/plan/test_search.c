@@ -133,14 +133,15 @@ static void default_job_closes_gap(void)
 
 /* gpt-tiny (analytic, A100 times) on 4 emulated devices of 2.2 MB with one NVLink per pair
  * (tests/data/runtime/emu4-64m.json at 2.2e6 bytes), 4 micro-batches: a small MILP (447
- * columns) whose optimum CBC proves in 16 nodes, 1.2831e-05 s (`cbc` on `mpress plan
- * --dump-lp`: stages of one layer each, GPU optimizers, most saved tensors kept, a few
- * recomputed and one D2D swap). Branch and bound and the local search around the warm start
- * (recompute everything, 1.4485e-05 s, 12.9 % above the optimum) had kept the warm start
- * through the node limit: the restricted MILPs searched by best local bound, which found no
- * integer plan in 2,000 nodes on the optimum's own partition. Now a last search dives depth
- * first (ilp_solve.c, solution): 1.2966e-05 s here, 1.05 % above the optimum (planned from the
- * profile written to a file and read back, whose reals are rounded: 1.2798e-05 s). */
+ * columns) past the memory wall, where the only fitting baseline recomputes everything
+ * (planned here: 1.4485e-05 s). Branch and bound and the local search around that warm start
+ * kept it through the node limit at a 12.3 % gap: the restricted MILPs searched by best local
+ * bound, which found no integer plan in 2,000 nodes on the warm start's own partition, which is
+ * the best one's. Now a last search dives depth first (ilp_solve.c, solution): a plan at least
+ * 10 % faster than the baseline (1.2966e-05 s, 10.5 %) within 3 % of the MILP's bound.
+ * (CBC on the dumped MILP is no reference here: at objectives of 1e-5 s its tolerances decide,
+ * and it reports 1.2831e-05 s or 1.2420e-05 s optimal depending on them, the latter below
+ * GLPK's bound; docs/benchmarks.md, "Planner".) */
 static void tiny_wall_finds_plan(void)
 {
     struct mpress_model_config cfg;
@@ -162,11 +163,21 @@ static void tiny_wall_finds_plan(void)
     struct mpress_plan_options o;
     mpress_plan_options_init(&o);
     o.micro_batches = 4;
-    struct mpress_plan plan;
+    struct mpress_plan base, plan;
+    CHECK(mpress_policy_parse("recompute", &o.policy) == 0);
+    double r = plan_fits(&p, &t, &o, &base, "gpt-tiny 4 x 2.2 MB, recompute");
+    mpress_plan_options_init(&o);
+    o.micro_batches = 4;
     double s = plan_fits(&p, &t, &o, &plan, "gpt-tiny 4 x 2.2 MB");
-    CHECK_MSG(s > 0 && s <= 1.02 * 1.2831e-05, "%.4e s, at most 2 %% above 1.2831e-05 s", s);
-    if (s > 0)
+    CHECK_MSG(r > 0 && s > 0 && s <= 0.90 * r, "%.4e s, at most 0.90 x the baseline %.4e s", s,
+              r);
+    if (r > 0)
+        mpress_plan_finish(&base);
+    if (s > 0) {
+        CHECK_MSG(plan.solver.bound > 0 && plan.solver.gap <= 0.03, "gap %.2f %%, at most 3 %%",
+                  100 * plan.solver.gap);
         mpress_plan_finish(&plan);
+    }
     mpress_profile_finish(&p);
 }
 
