@@ -577,6 +577,12 @@ static int lay_swap_part(struct mpress_sched *s, struct layout *L, int ai, int q
     int ev = lay_transfer(s, MPRESS_TASK_EVICT, k, it, m, a->op, g, peer, bytes);
     if (ev < 0)
         return -1;
+    /* A D2D share leaves on an engine of its own toward the peer: on the one that carries the
+     * boundary sends it queued behind a send waiting for the receiver's consumer (one buffer
+     * per boundary), and the tensor stayed on the GPU while the receiver ran late (bert-tiny
+     * on 4 emulated 550 KiB devices ran out of memory once in 45 runs on a loaded machine). */
+    if (!host)
+        s->bt[ev].pub.queue = g * s->epg + 3 + 2 * s->n_gpus + peer;
     struct sched_btask *E = &s->bt[ev];
     E->pub.action = ai;
     E->pub.part = q;

@@ -48,8 +48,9 @@ const char *mpress_mem_kind_name(enum mpress_mem_kind k)
 
 const char *mpress_queue_kind_name(enum mpress_queue_kind k)
 {
-    static const char *const names[] = {"compute", "d2h", "h2d", "peer", "cpu", "peer_in"};
-    return (unsigned)k <= MPRESS_QUEUE_PEER_IN ? names[k] : "?";
+    static const char *const names[] = {"compute", "d2h", "h2d", "peer", "cpu", "peer_in",
+                                        "park"};
+    return (unsigned)k <= MPRESS_QUEUE_PARK ? names[k] : "?";
 }
 
 void mpress_sched_options_init(struct mpress_sched_options *opt)
@@ -192,9 +193,9 @@ static int pack_queues(struct mpress_sched *s, struct mpress_error *err)
             struct mpress_sched_queue *Q = &s->queues[g * s->epg + j];
             Q->kind = j == 0 ? MPRESS_QUEUE_COMPUTE : j == 1 ? MPRESS_QUEUE_D2H
                       : j == 2 ? MPRESS_QUEUE_H2D : j < 3 + G ? MPRESS_QUEUE_PEER
-                      : MPRESS_QUEUE_PEER_IN;
+                      : j < 3 + 2 * G ? MPRESS_QUEUE_PEER_IN : MPRESS_QUEUE_PARK;
             Q->gpu = g;
-            Q->peer = j >= 3 + G ? j - 3 - G : j >= 3 ? j - 3 : -1;
+            Q->peer = j >= 3 ? (j - 3) % G : -1;
         }
     for (int k = 0; k < NK; k++)
         s->queues[G * s->epg + k] = (struct mpress_sched_queue){MPRESS_QUEUE_CPU, k, -1};
@@ -313,7 +314,7 @@ int sched_create_with(const struct mpress_plan *plan, const struct mpress_sched_
     s->n_stages = plan->n_stages;
     s->M = plan->micro_batches;
     s->N = opt->iterations;
-    s->epg = 3 + 2 * s->n_gpus;
+    s->epg = 3 + 3 * s->n_gpus;
     s->init_mem = -1;
     for (int k = 0; k < plan->n_stages && k < MPRESS_MAX_GPUS; k++)
         s->stage_gpu[k] = plan->stages[k].gpu;

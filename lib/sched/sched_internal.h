@@ -52,7 +52,7 @@ struct mpress_sched {
     struct mpress_mem_delta *deltas;
     int n_init;                     /* the first n_init deltas are the initial ones */
     struct mpress_sched_queue *queues;
-    int n_queues, epg;              /* queues per GPU: 3 + 2 n_gpus */
+    int n_queues, epg;              /* queues per GPU: 3 + 3 n_gpus */
     int *q_off, *q_tasks;           /* tasks of queue q in issue order */
     int count_kind[MPRESS_TASK_KINDS];
 };

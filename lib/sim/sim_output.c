@@ -470,7 +470,7 @@ char *mpress_run_render(const struct mpress_run_report *r)
 
 /* ---- Chrome trace -------------------------------------------------------------------------
  * pid g = GPU g with tid 0 compute, 1 copy D2H, 2 copy H2D, 3 + b copy to GPU b, 3 + G + b
- * copy from GPU b (D2D prefetches); pid n_gpus =
+ * copy from GPU b (D2D prefetches), 3 + 2G + b D2D evictions to GPU b; pid n_gpus =
  * host CPUs (tid = socket); pid n_gpus + 1 = links, one counter track per link (GB/s) since
  * concurrent flows share a link; memory counters sit on each GPU's pid. Times in µs. */
 
@@ -511,7 +511,7 @@ static void counter(struct mpress_strbuf *b, const char *name, int pid, double t
 }
 
 /* Track of task i: its queue's GPU (tid 0 compute, 1 D2H, 2 H2D, 3 + b peer engine toward b,
- * 3 + G + b from b),
+ * 3 + G + b from b, 3 + 2G + b D2D evictions toward b),
  * or the host (pid n_gpus) with the socket as tid. */
 static void task_track(const struct mpress_run_report *r, int i, int *pid, int *tid)
 {
@@ -533,6 +533,9 @@ static void task_track(const struct mpress_run_report *r, int i, int *pid, int *
         break;
     case MPRESS_QUEUE_PEER_IN:
         *tid = 3 + r->summary.n_gpus + Q->peer;
+        break;
+    case MPRESS_QUEUE_PARK:
+        *tid = 3 + 2 * r->summary.n_gpus + Q->peer;
         break;
     default:
         *tid = 0;
@@ -612,6 +615,8 @@ static void trace_tracks(struct mpress_strbuf *b, const struct mpress_run_report
             meta(b, "thread_name", g, 3 + d, name);
             snprintf(name, sizeof(name), "copy engine <- gpu %d", d);
             meta(b, "thread_name", g, 3 + G + d, name);
+            snprintf(name, sizeof(name), "copy engine park -> gpu %d", d);
+            meta(b, "thread_name", g, 3 + 2 * G + d, name);
         }
     }
     meta(b, "process_name", G, 0, "host");

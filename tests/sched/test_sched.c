@@ -227,7 +227,7 @@ static void test_counts(void)
         const struct mpress_sched_queue *q = mpress_sched_queue(s, t->queue);
         CHECK_INT(owner, f.stages[0].gpu);
         CHECK_INT(q->gpu, owner);
-        CHECK_INT(q->kind, out ? MPRESS_QUEUE_PEER : MPRESS_QUEUE_PEER_IN);
+        CHECK_INT(q->kind, out ? MPRESS_QUEUE_PARK : MPRESS_QUEUE_PEER_IN);
         CHECK_INT(q->peer, out ? t->dst : t->src);
     }
     mpress_sched_destroy(s);
@@ -300,7 +300,7 @@ static void test_edges_and_queues(void)
     struct mpress_sched *s = make(&f, 2);
     if (!s)
         return;
-    int G = 3, epg = 3 + 2 * G, n;
+    int G = 3, epg = 3 + 3 * G, n;
     const int *l;
     for (int mb = 0; mb < 2; mb++) {
         int f0 = find(s, MPRESS_TASK_FORWARD, 0, 0, mb);
@@ -368,6 +368,8 @@ static void test_edges_and_queues(void)
     CHECK_INT(mpress_sched_queue(s, epg + 3 + 2)->peer, 2);
     CHECK_INT(mpress_sched_queue(s, epg + 3 + G + 2)->kind, MPRESS_QUEUE_PEER_IN);
     CHECK_INT(mpress_sched_queue(s, epg + 3 + G + 2)->peer, 2);
+    CHECK_INT(mpress_sched_queue(s, epg + 3 + 2 * G + 2)->kind, MPRESS_QUEUE_PARK);
+    CHECK_INT(mpress_sched_queue(s, epg + 3 + 2 * G + 2)->peer, 2);
     CHECK_INT(mpress_sched_queue_count(s), G * epg + 1);
     CHECK_INT(mpress_sched_queue(s, G * epg)->kind, MPRESS_QUEUE_CPU);
     mpress_sched_destroy(s);

@@ -83,6 +83,8 @@ enum mpress_queue_kind {
     MPRESS_QUEUE_CPU,           /* the host's CPU step queue of one socket */
     MPRESS_QUEUE_PEER_IN,       /* a GPU's copy engine from one other GPU: the D2D shares it
                                  * parked there, prefetched back */
+    MPRESS_QUEUE_PARK,          /* a GPU's copy engine toward one other GPU for its D2D
+                                 * evictions alone */
 };
 MPRESS_API
 const char *mpress_queue_kind_name(enum mpress_queue_kind k); /* "compute", "d2h", ... */
