@@ -130,7 +130,7 @@ static double *complete_vector(glp_prob *lp, const double *x)
     return v;
 }
 
-static double objective_of(glp_prob *lp, const double *x)
+double ilp_objective(glp_prob *lp, const double *x)
 {
     double z = glp_get_obj_coef(lp, 0);
     for (int j = 1; j <= glp_get_num_cols(lp); j++)
@@ -199,7 +199,7 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
             free(y);
         }
     }
-    if (v && objective_of(lp, v) >= cutoff) { /* the start itself, or no better */
+    if (v && ilp_objective(lp, v) >= cutoff) { /* the start itself, or no better */
         free(v);
         v = NULL;
     }
@@ -220,7 +220,7 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
         return NULL;
     /* start as a solution when it is one; else only its partition and mapping are used. */
     double *best = complete_vector(lp, start);
-    double zbest = best ? objective_of(lp, best) : beat;
+    double zbest = best ? ilp_objective(lp, best) : beat;
     zbest = zbest < beat ? zbest : beat;
     st->start = zbest;
     int u[MPRESS_MAX_GPUS], improved = 0;
@@ -236,7 +236,7 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
     if (v) {
         free(best);
         best = v;
-        zbest = objective_of(lp, best);
+        zbest = ilp_objective(lp, best);
         improved = 1;
     }
     /* Then, from the best plan: every boundary within delta blocks of its partition (the
@@ -262,7 +262,7 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
         }
         free(best);
         best = v;
-        zbest = objective_of(lp, best);
+        zbest = ilp_objective(lp, best);
         partition_of(in, c, best, u);
         improved = 1;
         st->moves++;

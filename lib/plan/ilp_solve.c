@@ -497,15 +497,6 @@ static int memory_floor_exceeds(const struct inst *in, const struct mpress_topol
     return need > have;
 }
 
-/* The objective of lp at the (1-based) column values x. */
-static double objective_at(glp_prob *lp, const double *x)
-{
-    double z = glp_get_obj_coef(lp, 0);
-    for (int j = 1; j <= glp_get_num_cols(lp); j++)
-        z += glp_get_obj_coef(lp, j) * x[j];
-    return z;
-}
-
 /* Runs the local search from start within bud and, when it finds a plan faster than stats'
  * objective, makes it *x with its objective and gap in stats (the bound stays the search's). */
 static void search_from(struct solve *sv, const struct inst *in, const double *start,
@@ -558,7 +549,7 @@ static double *solution(struct solve *sv, const struct inst *in,
     double *from = sv->cb.heur ? sv->cb.heur : sv->layout;
     int moved = have;
     if (have && sv->cb.heur)
-        moved = stats->objective < objective_at(lp, sv->cb.heur) * (1 - 1e-9);
+        moved = stats->objective < ilp_objective(lp, sv->cb.heur) * (1 - 1e-9);
     struct ilp_ls_budget warm = {.nodes = lim * 3 / 5, .first_nodes = lim * 2 / 5,
                                  .box_nodes = lim / 5, .box_delta = 1, .box_max = 2,
                                  .map_nodes = lim / 10, .box_rounds = 8};
@@ -582,10 +573,10 @@ static double *solution(struct solve *sv, const struct inst *in,
      * fractional subproblems without reaching one integer plan: gpt-tiny on 4 emulated
      * devices of 2.2 MB kept its warm start (recompute everything, 12.3 % above the bound)
      * through 2,000 such nodes on the best plans' own partition; depth first finds one 10.5 %
-     * faster (test_search). Of the planner matrix only gpt3-13b on dgx1
-     * gets here (its answer is the warm start as the search before branch and bound left it):
-     * 9 more nodes, the same plan. */
-    if (sv->cb.heur && stats->objective >= objective_at(lp, sv->cb.heur) * (1 - 1e-9) &&
+     * faster (test_search). Of the planner matrix only gpt3-13b on dgx1 gets here (its answer
+     * is the warm start as the search before branch and bound left it): 9 more nodes, the same
+     * plan. */
+    if (sv->cb.heur && stats->objective >= ilp_objective(lp, sv->cb.heur) * (1 - 1e-9) &&
         stats->gap > o->mip_gap) {
         struct ilp_ls_budget dive = {.nodes = lim / 5, .first_nodes = lim / 5, .dive = 1};
         search_from(sv, in, sv->cb.heur, &dive, &x, stats);
@@ -610,7 +601,7 @@ static long pre_search(struct solve *sv, const struct inst *in,
     struct ilp_ls_budget bud = {.nodes = lim * 3 / 20, .first_nodes = lim / 20,
                                 .box_nodes = lim / 20, .box_delta = 1, .box_max = 2,
                                 .map_nodes = lim / 20, .box_rounds = 2};
-    double z = objective_at(sv->m.lp, sv->cb.heur);
+    double z = ilp_objective(sv->m.lp, sv->cb.heur);
     struct ilp_ls_stats ls;
     double *better = ilp_local_search(sv->orig, in, &sv->cols, sv->cb.heur, z, &bud, &ls);
     if (better && ls.found < z * (1 - 1e-9)) {

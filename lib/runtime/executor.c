@@ -646,13 +646,13 @@ static int task_ready(const struct mpress_exec *x, int i)
 
 /* Whether a copy engine of compute queue cq's GPU (its own, not another GPU's) has a task at its
  * head that is ready and has not yet moved its bytes (a copy with no link time to wait out: has
- * not yet ended, for until then what it frees is still allocated; exec_copy). On a GPU the copy engines are hardware of
- * their own: a copy starts when it is ready, whatever the compute stream does. Here both are
- * threads on the same CPUs, and a busy machine let a compute thread run a stage's whole warm-up
- * before the eviction thread ran (the tensors the plan evicts stayed on the device: +67 % on the
- * demo's stage 1). So the compute thread lets such a copy move its bytes first; the copy's link
- * time (--throttle) still overlaps the compute. A head that is ready waits for nothing else, so
- * this cannot block. */
+ * not yet ended, for until then what it frees is still allocated; exec_copy). On a GPU the
+ * copy engines are hardware of their own: a copy starts when it is ready, whatever the compute
+ * stream does. Here both are threads on the same CPUs, and a busy machine let a compute thread
+ * run a stage's whole warm-up before the eviction thread ran (the tensors the plan evicts
+ * stayed on the device: +67 % on the demo's stage 1). So the compute thread lets such a copy
+ * move its bytes first; the copy's link time (--throttle) still overlaps the compute. A head
+ * that is ready waits for nothing else, so this cannot block. */
 int exec_copy_pending(const struct mpress_exec *x, int cq)
 {
     const struct mpress_sched_queue *c = mpress_sched_queue(x->sched, cq);

@@ -369,12 +369,26 @@ static void lay_backward(struct mpress_sched *s, struct layout *L, int k, int it
         L->bstart[u * s->n_stages + k] = s->seq[k][before];
 }
 
-static int transfer_queue(const struct mpress_sched *s, int src, int dst)
+/* The copy engine of a transfer. A GPU's D2D evictions have an engine of their own toward each
+ * peer, and its D2D prefetches come back on its engine from that peer (as a host prefetch
+ * comes back on its H2D engine), so that they queue only behind its own evictions and
+ * prefetches. An eviction on the engine that carries the boundary sends queued behind a send
+ * waiting for the receiver's consumer (one buffer per boundary), and a prefetch on the peer's
+ * engine toward the owner headed it before it was ready (it waits for the owner's backward)
+ * while the peer's own evictions queued behind it; either kept evicted tensors on a GPU while
+ * another ran late (gpt-tiny and bert-tiny on 4 emulated 500-550 KiB devices ran out of
+ * memory). */
+static int transfer_queue(const struct mpress_sched *s, enum mpress_task_kind kind, int src,
+                          int dst)
 {
     if (dst < 0)
         return src * s->epg + 1;            /* D2H engine of the source */
     if (src < 0)
         return dst * s->epg + 2;            /* H2D engine of the destination */
+    if (kind == MPRESS_TASK_EVICT)
+        return src * s->epg + 3 + 2 * s->n_gpus + dst;  /* park engine toward dst */
+    if (kind == MPRESS_TASK_PREFETCH)
+        return dst * s->epg + 3 + s->n_gpus + src;      /* owner's engine from src */
     return src * s->epg + 3 + dst;          /* source's peer engine toward dst */
 }
 
@@ -424,12 +438,12 @@ static void lay_step(struct mpress_sched *s, struct layout *L, int k, int it)
     struct mpress_task *D = &s->bt[d].pub, *C = &s->bt[c].pub, *H = &s->bt[h].pub;
     D->dst = -1;
     D->bytes = (uint64_t)tr.pcie_down_bytes;
-    D->queue = transfer_queue(s, g, -1);
+    D->queue = transfer_queue(s, MPRESS_TASK_GRAD_D2H, g, -1);
     C->src = C->dst = -1;
     C->queue = s->n_gpus * s->epg + socket_of_gpu(&plan->topology, g);
     H->src = -1;
     H->bytes = (uint64_t)tr.pcie_up_bytes;
-    H->queue = transfer_queue(s, -1, g);
+    H->queue = transfer_queue(s, MPRESS_TASK_WEIGHTS_H2D, -1, g);
     add_edge(s, last, d);
     add_edge(s, d, c);
     add_edge(s, c, h);
@@ -499,7 +513,7 @@ static int lay_transfer(struct mpress_sched *s, enum mpress_task_kind kind, int 
     T->src = src;
     T->dst = dst;
     T->bytes = bytes;
-    T->queue = transfer_queue(s, src, dst);
+    T->queue = transfer_queue(s, kind, src, dst);
     return t;
 }
 
@@ -577,12 +591,6 @@ static int lay_swap_part(struct mpress_sched *s, struct layout *L, int ai, int q
     int ev = lay_transfer(s, MPRESS_TASK_EVICT, k, it, m, a->op, g, peer, bytes);
     if (ev < 0)
         return -1;
-    /* A D2D share leaves on an engine of its own toward the peer: on the one that carries the
-     * boundary sends it queued behind a send waiting for the receiver's consumer (one buffer
-     * per boundary), and the tensor stayed on the GPU while the receiver ran late (bert-tiny
-     * on 4 emulated 550 KiB devices ran out of memory once in 45 runs on a loaded machine). */
-    if (!host)
-        s->bt[ev].pub.queue = g * s->epg + 3 + 2 * s->n_gpus + peer;
     struct sched_btask *E = &s->bt[ev];
     E->pub.action = ai;
     E->pub.part = q;
@@ -595,13 +603,6 @@ static int lay_swap_part(struct mpress_sched *s, struct layout *L, int ai, int q
     int pf = lay_transfer(s, MPRESS_TASK_PREFETCH, k, it, m, a->op, peer, g, bytes);
     if (pf < 0)
         return -1;
-    /* A D2D share comes back on the owner's engine from that peer, as a host prefetch comes
-     * back on the owner's H2D engine. On the peer's engine toward the owner it could head that
-     * queue before it was ready (it waits for the owner's backward) while the peer's own
-     * evictions queued behind it kept their tensors on the peer: gpt-tiny on 4 emulated 500 KiB
-     * devices ran out of memory on stage 2 whenever stage 1 ran late. */
-    if (!host)
-        s->bt[pf].pub.queue = g * s->epg + 3 + s->n_gpus + peer;
     struct sched_btask *P = &s->bt[pf];
     P->pub.action = ai;
     P->pub.part = q;
