@@ -18,7 +18,8 @@ static void help(void)
            "                       [--trace FILE.json] [--svg FILE.svg]\n"
            "       mpress run PLAN --backend host [--steps N] [--save FILE] [--load FILE]\n"
            "                       [--data FILE] [--seed N] [--lr X] [--throttle]\n"
-           "                       [--report FILE.json] [--trace FILE.json]\n\n"
+           "                       [--wait-for-memory] [--report FILE.json]\n"
+           "                       [--trace FILE.json]\n\n"
            "Replays PLAN event by event on its server and prints the iteration time,\n"
            "samples/s, model TFLOP/s, each GPU's peak memory against its capacity, time\n"
            "stalled on swaps and on boundary transfers, and link utilization; next to what\n"
@@ -42,9 +43,10 @@ static void help(void)
            "                     engine, counters per link and for each GPU's memory\n"
            "  --svg FILE         write an SVG: memory per GPU over the reported iteration\n"
            "                     and what is resident at each GPU's peak against capacity\n"
-           "  --wait-for-memory  what-if: a compute op whose memory would not fit waits for\n"
+           "  --wait-for-memory  a compute op whose memory would not fit waits for\n"
            "                     pending evictions from its GPU instead of running out of\n"
-           "                     memory (a runtime that throttles); reports the time held\n"
+           "                     memory (a runtime that throttles); reports the time held.\n"
+           "                     A what-if here; with --backend host, the runtime does it\n"
            "\nHost backend (--backend host): trains the plan's model (its profile must be the\n"
            "model it names) following the plan: its schedule, partition, one action per\n"
            "saved tensor and optimizer placement. Prints step, loss and samples/s on stderr,\n"
@@ -61,6 +63,9 @@ static void help(void)
            "  --lr X             AdamW / SGD learning rate (default 0.001)\n"
            "  --throttle         copies take at least bytes / the topology's link\n"
            "                     bandwidth, so that times compare with the simulator\n"
+           "  --wait-for-memory  an allocation that does not fit waits while evictions\n"
+           "                     from its GPU are still leaving, instead of failing;\n"
+           "                     prints how often and how long\n"
            "  --report FILE      write the measured run as mpress-run-report JSON\n"
            "  --trace FILE       Chrome trace of the last step, in the simulator's layout\n"
            "  -h, --help         show this help\n\n" CLI_EXIT_CODES);
@@ -92,7 +97,7 @@ struct host_opts {
     const char *save, *load, *data, *report, *trace;
     unsigned long long seed;
     double lr;
-    int throttle;
+    int throttle, wait_for_memory;
 };
 
 static const char *const kind_keys[MPRESS_MEM_KINDS] = {
@@ -141,7 +146,7 @@ struct host_report {
 
 static int host_report_build(struct host_report *h, struct mpress_exec *x,
                              struct mpress_backend *be, long steps, double it,
-                             struct mpress_error *err)
+                             int wait_for_memory, struct mpress_error *err)
 {
     const struct mpress_sched *s = mpress_exec_sched(x);
     const struct mpress_plan *plan = mpress_sched_plan(s);
@@ -192,9 +197,11 @@ static int host_report_build(struct host_report *h, struct mpress_exec *x,
     S->model_tflops = it > 0 ? S->model_flops_per_iter / it / 1e12 : 0;
     S->hardware_tflops = S->model_tflops;
     S->oom_gpu = -1;
+    h->r.wait_for_memory = wait_for_memory;
     for (int g = 0; g < S->n_gpus; g++) {
         struct mpress_run_gpu *G = &S->gpus[g];
         G->gpu = g;
+        mpress_exec_memory_waits(x, g, NULL, NULL, &G->stall_memory_s);
         G->stage = plan->gpus && g < plan->n_gpus ? plan->gpus[g].stage : -1;
         be->memory(be->ctx, g, &G->capacity, &G->peak, G->at_peak, NULL);
         /* the arenas count bytes by kind, not by tensor: the largest kinds at the peak */
@@ -262,6 +269,7 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
     eo.data = data;
     eo.n_data = n_data;
     eo.lr = (float)ho->lr;
+    eo.wait_for_memory = ho->wait_for_memory;
     rc = mpress_exec_create(plan, &be, &eo, &x, &err);
     if (rc) {
         snprintf(what, sizeof(what), "cannot run '%s' on the host backend", file);
@@ -299,7 +307,7 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
     for (long s = first; s < ho->steps; s++)
         it += secs[s];
     it /= (double)(ho->steps - first);
-    if ((rc = host_report_build(&hr, x, &be, ho->steps, it, &err))) {
+    if ((rc = host_report_build(&hr, x, &be, ho->steps, it, ho->wait_for_memory, &err))) {
         rc = cli_fail("run", "cannot report", &err);
         goto done;
     }
@@ -351,6 +359,15 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
         json_object_set_new(o, "measured_max_per_kind", kinds_json(mx));
         json_object_set_new(o, "predicted", kinds_json(pk));
         json_object_set_new(o, "held_for_recompute_bytes", json_integer((json_int_t)pin));
+        long waits = 0;
+        double wait_s = 0;
+        mpress_exec_memory_waits(x, g, &waits, &wait_s, NULL);
+        if (ho->wait_for_memory) {
+            printf("    waited for evictions %ld time%s, %.4f s over the %ld steps\n", waits,
+                   waits == 1 ? "" : "s", wait_s, ho->steps);
+            json_object_set_new(o, "memory_waits", json_integer(waits));
+            json_object_set_new(o, "memory_wait_s", json_real(wait_s));
+        }
         json_array_append_new(jg, o);
     }
     uint64_t hpeak = 0, hat[MPRESS_MEM_KINDS], hmx[MPRESS_MEM_KINDS];
@@ -430,7 +447,7 @@ int cmd_run(int argc, char **argv)
     const char *backend = "sim", *report = NULL, *trace = NULL, *svg = NULL;
     long iterations = 3;
     int c, wait_mem = 0, host_only = 0, sim_only = 0;
-    struct host_opts ho = {10, NULL, NULL, NULL, NULL, NULL, 1, 0, 0};
+    struct host_opts ho = {10, NULL, NULL, NULL, NULL, NULL, 1, 0, 0, 0};
     long seed = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -491,7 +508,7 @@ int cmd_run(int argc, char **argv)
             break;
         case 'w':
             wait_mem = 1;
-            sim_only = 1;
+            ho.wait_for_memory = 1;
             break;
         case 'h':
             help();
@@ -508,8 +525,8 @@ int cmd_run(int argc, char **argv)
     if (!host && strcmp(backend, "sim") != 0)
         return cli_usage("run", "unknown backend '%s' (sim, host or cuda)", backend);
     if (host && sim_only)
-        return cli_usage("run", "--iterations, --svg and --wait-for-memory are for "
-                                "--backend sim (the host backend takes --steps)");
+        return cli_usage("run", "--iterations and --svg are for --backend sim (the host "
+                                "backend takes --steps)");
     if (!host && host_only)
         return cli_usage("run", "--steps, --save, --load, --data, --seed, --lr and "
                                 "--throttle need --backend host");

@@ -95,7 +95,16 @@ struct mpress_exec {
     int *queue_head;            /* [queue]: position of the task it runs or waits for next */
     char *started;              /* [task] */
     char *queue_moving;         /* [queue]: its task started and has bytes still to move */
+    /* wait_for_memory: tasks ended in this step (what a waiting allocation waits to change),
+     * the condition it waits on (x->lock), and its waits per GPU */
+    long task_ends;
+    pthread_cond_t mem_cv;
+    long mem_waits[MPRESS_MAX_GPUS];
+    double mem_wait_s[MPRESS_MAX_GPUS], mem_wait_last_s[MPRESS_MAX_GPUS];
 };
+
+/* The task the calling worker thread runs, -1 outside one (setup, checkpoints). */
+extern _Thread_local int exec_current_task;
 
 
 /* Where a buffer belongs, for messages. */
@@ -114,6 +123,13 @@ int exec_xalloc(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64
     __attribute__((format(printf, 8, 9)))
 #endif
     ;
+/* The same, called with x->lock held (a wait for memory releases it meanwhile). */
+int exec_xalloc_locked(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
+                       int zero, struct mpress_error *err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 8, 9)))
+#endif
+    ;
 void exec_xfree(struct mpress_exec *x, struct xbuf *b);
 int exec_action_of(const struct mpress_exec *x, int op, int j);
 int exec_prefetch_point(const struct mpress_exec *x, int op, int j);
@@ -127,5 +143,10 @@ int exec_copy_pending(const struct mpress_exec *x, int cq);
 /* After a change of the done, started, head or moving state (x->lock held): wakes each worker
  * whose awaited task may now start. */
 void exec_wake(struct mpress_exec *x);
+/* After an allocation on GPU dev failed for memory (locked: x->lock is held): with
+ * wait_for_memory, and evictions from dev running or ready, waits for the next task to end
+ * and returns 1 (try again). Else returns 0, having added to err's text how many bytes were
+ * still leaving dev, if any. */
+int exec_wait_for_evictions(struct mpress_exec *x, int dev, int locked, struct mpress_error *err);
 
 #endif

@@ -57,15 +57,16 @@ int exec_gpu_of_stage(const struct mpress_exec *x, int k)
 
 /* ---- buffers ----------------------------------------------------------------------------- */
 
-int exec_xalloc(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
-                int zero, struct mpress_error *err, const char *fmt, ...)
+/* An allocation of `what`; on a GPU that is full it may wait for evictions to free memory
+ * (exec_wait_for_evictions) and try again. */
+static int xalloc_what(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
+                       int zero, int locked, const char *what, struct mpress_error *err)
 {
-    char what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    int rc = x->be->alloc(x->be->ctx, dev, kind, bytes, what, &b->p, err);
+    int rc;
+    while ((rc = x->be->alloc(x->be->ctx, dev, kind, bytes, what, &b->p, err)) ==
+               MPRESS_EINFEASIBLE &&
+           exec_wait_for_evictions(x, dev, locked, err))
+        mpress_error_clear(err);
     if (rc)
         return rc;
     b->bytes = bytes;
@@ -74,6 +75,28 @@ int exec_xalloc(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64
     if (zero)
         return x->be->zero(x->be->ctx, dev, b->p, bytes, err);
     return 0;
+}
+
+#define XALLOC_WHAT(locked)                                                                  \
+    do {                                                                                     \
+        char what[256];                                                                      \
+        va_list ap;                                                                          \
+        va_start(ap, fmt);                                                                   \
+        vsnprintf(what, sizeof(what), fmt, ap);                                              \
+        va_end(ap);                                                                          \
+        return xalloc_what(x, b, dev, kind, bytes, zero, (locked), what, err);               \
+    } while (0)
+
+int exec_xalloc(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
+                int zero, struct mpress_error *err, const char *fmt, ...)
+{
+    XALLOC_WHAT(0);
+}
+
+int exec_xalloc_locked(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
+                       int zero, struct mpress_error *err, const char *fmt, ...)
+{
+    XALLOC_WHAT(1);
 }
 
 void exec_xfree(struct mpress_exec *x, struct xbuf *b)
@@ -436,6 +459,7 @@ void mpress_exec_destroy(struct mpress_exec *x)
     mpress_sched_destroy(x->sched);
     mpress_model_finish(&x->model);
     pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->mem_cv);
     free(x);
 }
 
@@ -456,6 +480,7 @@ int mpress_exec_create(const struct mpress_plan *plan, struct mpress_backend *be
     if (!x)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
     pthread_mutex_init(&x->lock, NULL);
+    pthread_cond_init(&x->mem_cv, NULL);
     x->plan = plan;
     x->be = be;
     x->opt = *opt;

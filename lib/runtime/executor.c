@@ -28,8 +28,16 @@ static const void *batch_input(struct mpress_exec *x, int m, int k)
     return mpress_host_batch_input(&x->model.config, &x->batch[m], k);
 }
 
+static int on_oom(void *arg, int dev, struct mpress_error *err)
+{
+    return exec_wait_for_evictions(arg, dev, 0, err);
+}
+
+/* An op call's weights and their gradients, and what its scratch does when it does not fit. */
 static void param_io(struct mpress_exec *x, int op, struct mpress_rt_io *io)
 {
+    io->on_oom = on_oom;
+    io->on_oom_arg = x;
     int f = x->hp.first[op];
     for (int j = 0; j < x->model.ops[op].n_weights; j++) {
         io->w[j] = x->dp[f + j].w;
@@ -469,11 +477,19 @@ static int run_prefetch(struct mpress_exec *x, const struct mpress_task *t,
     int rc = 0;
     pthread_mutex_lock(&x->lock);
     s->prefetching = 1;
-    if (!s->dev.p) {
+    while (!s->dev.p && !rc) {
+        /* the first part to come back allocates the tensor; a wait for memory releases the
+         * lock, and another part may have allocated it meanwhile */
         char what[80];
         snprintf(what, sizeof(what), "prefetched %s", op->saved[a->tensor].role);
-        rc = exec_xalloc(x, &s->dev, g, MPRESS_MEM_WORKING, op->saved[a->tensor].bytes, 0, err,
-                    WHERE_FMT, t->stage, g, op->name, what, m);
+        struct xbuf b;
+        memset(&b, 0, sizeof(b));
+        rc = exec_xalloc_locked(x, &b, g, MPRESS_MEM_WORKING, op->saved[a->tensor].bytes, 0,
+                                err, WHERE_FMT, t->stage, g, op->name, what, m);
+        if (!rc && s->dev.p)
+            exec_xfree(x, &b);
+        else if (!rc)
+            s->dev = b;
     }
     pthread_mutex_unlock(&x->lock);
     if (!rc && !s->part[q].p)
@@ -644,6 +660,17 @@ static int task_ready(const struct mpress_exec *x, int i)
     return 1;
 }
 
+/* Queue q's first task not done (x->lock held), -1 when every one is. */
+static int queue_head_task(const struct mpress_exec *x, int q)
+{
+    int n = 0;
+    const int *tasks = mpress_sched_queue_tasks(x->sched, q, &n);
+    int h = x->queue_head[q];
+    while (h < n && x->done[tasks[h]])
+        h++;
+    return h < n ? tasks[h] : -1;
+}
+
 /* Whether a copy engine of compute queue cq's GPU (its own, not another GPU's) has a task at its
  * head that is ready and has not yet moved its bytes (a copy with no link time to wait out: has
  * not yet ended, for until then what it frees is still allocated; exec_copy). On a GPU the
@@ -667,20 +694,77 @@ int exec_copy_pending(const struct mpress_exec *x, int cq)
         if (q == cq || d->kind == MPRESS_QUEUE_COMPUTE || d->kind == MPRESS_QUEUE_CPU ||
             d->gpu != c->gpu)
             continue;
-        int n = 0;
-        const int *tasks = mpress_sched_queue_tasks(x->sched, q, &n);
         /* the queue's head is its first task not done: the thread that ended one has not
          * necessarily taken the next yet, and a copy ready meanwhile still holds this GPU's
          * compute back (without this, a compute task started in that gap beside an evicted
          * tensor still on the device) */
-        int h = x->queue_head[q];
-        while (h < n && x->done[tasks[h]])
-            h++;
-        if (h < n && ((!x->started[tasks[h]] && task_ready(x, tasks[h])) ||
-                      x->queue_moving[q]))
+        int h = queue_head_task(x, q);
+        if (h >= 0 && ((!x->started[h] && task_ready(x, h)) || x->queue_moving[q]))
             return 1;
     }
     return 0;
+}
+
+_Thread_local int exec_current_task = -1;
+
+/* Evictions from GPU dev that will free memory without waiting for anything (x->lock held):
+ * running, or ready at the head of their engine (a D2H or park queue of dev; a ready head
+ * starts at once). Their count; *bytes their bytes. */
+static int evictions_leaving(const struct mpress_exec *x, int dev, uint64_t *bytes)
+{
+    int nq = mpress_sched_queue_count(x->sched), count = 0;
+    *bytes = 0;
+    for (int q = 0; q < nq; q++) {
+        const struct mpress_sched_queue *d = mpress_sched_queue(x->sched, q);
+        if (d->gpu != dev || (d->kind != MPRESS_QUEUE_D2H && d->kind != MPRESS_QUEUE_PARK))
+            continue;
+        int h = queue_head_task(x, q);
+        if (h < 0)
+            continue;
+        const struct mpress_task *t = mpress_sched_task(x->sched, h);
+        if (t->kind == MPRESS_TASK_EVICT && (x->started[h] || task_ready(x, h))) {
+            count++;
+            *bytes += t->bytes;
+        }
+    }
+    return count;
+}
+
+/* A real runtime frees an evicted tensor only when its copy has ended; one that finds a GPU
+ * full may wait for those copies instead of failing (PyTorch's CUDA caching allocator, for
+ * one, synchronises its pending frees and retries before it reports out of memory). An
+ * eviction itself never waits (it would wait for its own GPU's evictions, or a peer's for
+ * its own), so every eviction waited for ends, or fails the step. */
+int exec_wait_for_evictions(struct mpress_exec *x, int dev, int locked, struct mpress_error *err)
+{
+    int t = exec_current_task;
+    if (dev < 0 || dev >= MPRESS_MAX_GPUS || t < 0 ||
+        mpress_sched_task(x->sched, t)->kind == MPRESS_TASK_EVICT)
+        return 0;
+    if (!locked)
+        pthread_mutex_lock(&x->lock);
+    uint64_t bytes = 0;
+    int n = evictions_leaving(x, dev, &bytes), waited = 0;
+    if (n > 0 && x->opt.wait_for_memory && !x->failed) {
+        long seen = x->task_ends;
+        double t0 = exec_now_s();
+        while (x->task_ends == seen && !x->failed)
+            pthread_cond_wait(&x->mem_cv, &x->lock);
+        double dt = exec_now_s() - t0;
+        x->mem_waits[dev]++;
+        x->mem_wait_s[dev] += dt;
+        x->mem_wait_last_s[dev] += dt;
+        waited = !x->failed;
+    } else if (n > 0 && !x->opt.wait_for_memory) {
+        size_t len = strlen(err->text);
+        snprintf(err->text + len, sizeof(err->text) - len,
+                 "; %d eviction%s from gpu %d (%llu bytes) had not yet left it "
+                 "(--wait-for-memory waits for them)", n, n == 1 ? "" : "s", dev,
+                 (unsigned long long)bytes);
+    }
+    if (!locked)
+        pthread_mutex_unlock(&x->lock);
+    return waited;
 }
 
 /* Whether w's awaited task may start (x->lock held): the step failed, or the task's
@@ -739,10 +823,14 @@ static void *worker_main(void *arg)
         struct mpress_error e;
         mpress_error_clear(&e);
         x->times[2 * i] = exec_now_s() - x->t0;
+        exec_current_task = i;
         int rc = run_task(x, i, &e);
+        exec_current_task = -1;
         x->times[2 * i + 1] = exec_now_s() - x->t0;
         pthread_mutex_lock(&x->lock);
         x->queue_moving[w->queue] = 0;
+        x->task_ends++;
+        pthread_cond_broadcast(&x->mem_cv);
         if (rc) {
             if (!x->failed) {
                 x->failed = rc;
@@ -781,6 +869,8 @@ int mpress_exec_step(struct mpress_exec *x, double *loss, double *seconds,
     memset(x->started, 0, (size_t)nt);
     memset(x->queue_head, 0, (size_t)nq * sizeof(int));
     memset(x->queue_moving, 0, (size_t)nq);
+    memset(x->mem_wait_last_s, 0, sizeof(x->mem_wait_last_s));
+    x->task_ends = 0;
     memset(x->grad_unpacked, 0, (size_t)x->M * (size_t)x->S);
     for (int i = 0; i < 2 * nt; i++)
         x->times[i] = -1;
@@ -899,6 +989,18 @@ const double *mpress_exec_task_ready_times(const struct mpress_exec *x)
 uint64_t mpress_exec_pinned_bytes(const struct mpress_exec *x, int gpu)
 {
     return gpu >= 0 && gpu < MPRESS_MAX_GPUS ? x->pinned_bytes[gpu] : 0;
+}
+
+void mpress_exec_memory_waits(const struct mpress_exec *x, int gpu, long *waits,
+                              double *seconds, double *last_s)
+{
+    int ok = gpu >= 0 && gpu < MPRESS_MAX_GPUS;
+    if (waits)
+        *waits = ok ? x->mem_waits[gpu] : 0;
+    if (seconds)
+        *seconds = ok ? x->mem_wait_s[gpu] : 0;
+    if (last_s)
+        *last_s = ok ? x->mem_wait_last_s[gpu] : 0;
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------- */

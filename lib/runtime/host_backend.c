@@ -274,6 +274,7 @@ struct op_scratch {
     struct host_be *b;
     int dev, op, stage, bwd;
     uint32_t micro_batch;
+    const struct mpress_rt_io *io;  /* its on_oom */
 };
 
 static int scratch_alloc(void *ctx, uint64_t bytes, void **out, struct mpress_error *err)
@@ -283,7 +284,12 @@ static int scratch_alloc(void *ctx, uint64_t bytes, void **out, struct mpress_er
     snprintf(what, sizeof(what), "stage %d (gpu %d), op %s, %s scratch, micro-batch %u",
              s->stage, s->dev, s->b->model.ops[s->op].name, s->bwd ? "backward" : "forward",
              s->micro_batch);
-    return hb_alloc(s->b, s->dev, MPRESS_MEM_WORKING, bytes, what, out, err);
+    int rc;
+    while ((rc = hb_alloc(s->b, s->dev, MPRESS_MEM_WORKING, bytes, what, out, err)) ==
+               MPRESS_EINFEASIBLE &&
+           s->io->on_oom && s->io->on_oom(s->io->on_oom_arg, s->dev, err))
+        mpress_error_clear(err);
+    return rc;
 }
 
 static void scratch_free(void *ctx, void *p, uint64_t bytes)
@@ -306,7 +312,7 @@ static int hb_run(void *ctx, int dev, int op, const struct mpress_rt_key *key,
     struct host_be *b = ctx;
     struct mpress_host_io h;
     to_host_io(io, &h);
-    struct op_scratch os = {b, dev, op, stage_of_op(b->plan, op), bwd, key->micro_batch};
+    struct op_scratch os = {b, dev, op, stage_of_op(b->plan, op), bwd, key->micro_batch, io};
     struct mpress_host_scratch sc = {&os, scratch_alloc, scratch_free};
     h.scratch = &sc;
     struct mpress_rng_key k = {key->seed, key->step, key->micro_batch, key->op};

@@ -922,6 +922,7 @@ static void test_scratch_arena(void)
         struct mpress_host_io h;
         mpress_host_trainer_io(t, op, &h);
         struct mpress_rt_io io;
+        memset(&io, 0, sizeof(io));
         memcpy(io.in, h.in, sizeof(io.in));
         memcpy(io.out, h.out, sizeof(io.out));
         memcpy(io.w, h.w, sizeof(io.w));
@@ -1024,6 +1025,77 @@ static void test_copies_first_own_gpu(void)
     mpress_plan_finish(&plan);
 }
 
+/* One step of plan from a fresh executor: its loss, each device's peak, and (wait) how often
+ * allocations waited for evictions. */
+static int step_once(const struct mpress_plan *plan, int throttle, int wait, double *loss,
+                     uint64_t *peak, long *waits, struct mpress_error *err)
+{
+    struct mpress_backend be;
+    struct mpress_exec *x = NULL;
+    int rc = backend_open(plan, throttle, &be, err);
+    if (!rc) {
+        struct mpress_exec_options eo;
+        mpress_exec_options_init(&eo);
+        eo.data = data;
+        eo.n_data = n_data;
+        eo.wait_for_memory = wait;
+        rc = mpress_exec_create(plan, &be, &eo, &x, err);
+    }
+    if (!rc)
+        rc = mpress_exec_step(x, loss, NULL, err);
+    for (int g = 0; !rc && g < plan->topology.n_gpus; g++) {
+        be.memory(be.ctx, g, NULL, &peak[g], NULL, NULL);
+        if (waits)
+            mpress_exec_memory_waits(x, g, &waits[g], NULL, NULL);
+    }
+    exec_close(&be, x);
+    return rc;
+}
+
+/* --wait-for-memory: gpt-tiny on one device with every saved tensor host-swapped, the
+ * device's capacity set to what an unthrottled run peaks at (where copies first lets every
+ * eviction end before the compute goes on), and the link slowed to 2e7 bytes/s, so that each
+ * eviction (8 to 32 KiB) holds its tensor for 0.4 to 1.6 ms while an op runs in microseconds.
+ * Without the wait the compute runs ahead of the evictions and the step runs out of memory,
+ * the message saying how much was still leaving; with it the step runs, within the capacity,
+ * to the same loss bits. */
+static void test_wait_for_memory(void)
+{
+    struct mpress_plan plan;
+    if (make_swap_plan("gpt-tiny", 1, &plan)) {
+        CHECK_MSG(0, "cannot plan gpt-tiny on 1");
+        return;
+    }
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    double loss0 = 0, loss1 = 0;
+    uint64_t peak0[MPRESS_MAX_GPUS] = {0}, peak1[MPRESS_MAX_GPUS] = {0};
+    long waits[MPRESS_MAX_GPUS] = {0};
+    int rc = step_once(&plan, 0, 0, &loss0, peak0, NULL, &err);
+    CHECK_MSG(rc == 0, "unthrottled: %s", err.text);
+    plan.topology.gpus[0].memory_bytes = peak0[0];
+    plan.topology.pcie_bytes_per_s = 2e7;
+    for (int w = 0; w < plan.topology.n_switches; w++)
+        plan.topology.switches[w].uplink_bytes_per_s = 2e7;
+    mpress_error_clear(&err);
+    rc = step_once(&plan, 1, 0, &loss1, peak1, NULL, &err);
+    CHECK_INT(rc, MPRESS_EINFEASIBLE);
+    CHECK_MSG(strstr(err.text, "out of memory on gpu 0") &&
+                  strstr(err.text, "had not yet left it (--wait-for-memory waits for them)"),
+              "%s", err.text);
+    mpress_error_clear(&err);
+    rc = step_once(&plan, 1, 1, &loss1, peak1, waits, &err);
+    CHECK_MSG(rc == 0, "waiting: %s", err.text);
+    if (rc == 0) {
+        CHECK_MSG(memcmp(&loss0, &loss1, sizeof(loss0)) == 0, "loss %.9g, waiting %.9g", loss0,
+                  loss1);
+        CHECK_MSG(peak1[0] <= peak0[0], "peak %llu over the capacity %llu",
+                  (unsigned long long)peak1[0], (unsigned long long)peak0[0]);
+        CHECK_MSG(waits[0] > 0, "no allocation waited");
+    }
+    mpress_plan_finish(&plan);
+}
+
 /* The host backend's alloc, counting the saved-tensor allocations of two ops. */
 static int (*inner_alloc)(void *, int, int, uint64_t, const char *, void **,
                           struct mpress_error *);
@@ -1120,6 +1192,7 @@ int main(void)
     test_order();
     test_copies_first_own_gpu();
     test_saved_handover();
+    test_wait_for_memory();
     test_wakeups();
     test_one_device("gpt-tiny");
     test_one_device("bert-tiny");

@@ -54,6 +54,11 @@ struct mpress_rt_io {
     const void *dout[4];
     void *din[4];
     void *dw[12];
+    /* Optional: when memory the backend takes for the op call itself (its scratch) does not
+     * fit on dev, it calls on_oom(on_oom_arg, dev, err) with err filled; 1: memory may have
+     * been freed meanwhile, try again; 0: fail with err (the callee may add to its text). */
+    int (*on_oom)(void *arg, int dev, struct mpress_error *err);
+    void *on_oom_arg;
 };
 
 /* What a random stream is keyed by (docs/runtime.md): dropout of op `op` in micro-batch
@@ -146,6 +151,12 @@ struct mpress_exec_options {
     size_t n_data;
     float lr;               /* 0: the default (1e-3) */
     int progress;           /* 1: a line per step on stderr */
+    /* 1: an allocation on a GPU that does not fit, made by a task other than an eviction,
+     * waits while evictions from that GPU are running or ready at their engine's head (they
+     * will free memory) and is tried again after each task ends; it fails as before when
+     * none is left. 0: it fails at once (the default; the message says how many bytes were
+     * still leaving). The simulator's --wait-for-memory, as a runtime does it. */
+    int wait_for_memory;
 };
 MPRESS_API
 void mpress_exec_options_init(struct mpress_exec_options *o);
@@ -186,6 +197,12 @@ const double *mpress_exec_task_ready_times(const struct mpress_exec *x);
  * chain reaches into the previous stage (the plan frees them after their forward). */
 MPRESS_API
 uint64_t mpress_exec_pinned_bytes(const struct mpress_exec *x, int gpu);
+/* wait_for_memory: how often allocations on gpu waited for an eviction to end, and for how
+ * long, over every step run (*waits, *seconds) and in the last step (*last_s); any may be
+ * NULL. */
+MPRESS_API
+void mpress_exec_memory_waits(const struct mpress_exec *x, int gpu, long *waits,
+                              double *seconds, double *last_s);
 
 /* Checkpoints: the model config name, the step count and every owned parameter with its
  * optimizer state, in model order (docs/formats.md, "Checkpoint"). save writes atomically. */
