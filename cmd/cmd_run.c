@@ -18,7 +18,7 @@ static void help(void)
            "                       [--trace FILE.json] [--svg FILE.svg]\n"
            "       mpress run PLAN --backend host [--steps N] [--save FILE] [--load FILE]\n"
            "                       [--data FILE] [--seed N] [--lr X] [--throttle]\n"
-           "                       [--wait-for-memory] [--report FILE.json]\n"
+           "                       [--wait-for-memory] [--no-pin] [--report FILE.json]\n"
            "                       [--trace FILE.json]\n\n"
            "Replays PLAN event by event on its server and prints the iteration time,\n"
            "samples/s, model TFLOP/s, each GPU's peak memory against its capacity, time\n"
@@ -46,8 +46,8 @@ static void help(void)
            "  --wait-for-memory  a compute op whose memory would not fit waits for\n"
            "                     pending evictions from its GPU instead of running out of\n"
            "                     memory (a runtime that throttles); reports the time held.\n"
-           "                     A what-if here; with --backend host, the runtime does it\n"
-           "\nHost backend (--backend host): trains the plan's model (its profile must be the\n"
+           "                     A what-if here; with --backend host, the runtime does it\n");
+    printf("\nHost backend (--backend host): trains the plan's model (its profile must be the\n"
            "model it names) following the plan: its schedule, partition, one action per\n"
            "saved tensor and optimizer placement. Prints step, loss and samples/s on stderr,\n"
            "then each GPU's measured peak memory next to the plan's predicted peak with\n"
@@ -66,6 +66,9 @@ static void help(void)
            "  --wait-for-memory  an allocation that does not fit waits while evictions\n"
            "                     from its GPU are still leaving, instead of failing;\n"
            "                     prints how often and how long\n"
+           "  --no-pin           let the OS place every thread (default: each emulated\n"
+           "                     GPU's compute and copy threads share one CPU, so that\n"
+           "                     a compute thread waiting for its copy hands it its CPU)\n"
            "  --report FILE      write the measured run as mpress-run-report JSON\n"
            "  --trace FILE       Chrome trace of the last step, in the simulator's layout\n"
            "  -h, --help         show this help\n\n" CLI_EXIT_CODES);
@@ -97,7 +100,7 @@ struct host_opts {
     const char *save, *load, *data, *report, *trace;
     unsigned long long seed;
     double lr;
-    int throttle, wait_for_memory;
+    int throttle, wait_for_memory, no_pin;
 };
 
 static const char *const kind_keys[MPRESS_MEM_KINDS] = {
@@ -270,6 +273,7 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
     eo.n_data = n_data;
     eo.lr = (float)ho->lr;
     eo.wait_for_memory = ho->wait_for_memory;
+    eo.pin_threads = !ho->no_pin;
     rc = mpress_exec_create(plan, &be, &eo, &x, &err);
     if (rc) {
         snprintf(what, sizeof(what), "cannot run '%s' on the host backend", file);
@@ -441,13 +445,14 @@ int cmd_run(int argc, char **argv)
         {"seed", required_argument, NULL, 'e'},
         {"lr", required_argument, NULL, 'l'},
         {"throttle", no_argument, NULL, 'T'},
+        {"no-pin", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *backend = "sim", *report = NULL, *trace = NULL, *svg = NULL;
     long iterations = 3;
     int c, wait_mem = 0, host_only = 0, sim_only = 0;
-    struct host_opts ho = {10, NULL, NULL, NULL, NULL, NULL, 1, 0, 0, 0};
+    struct host_opts ho = {10, NULL, NULL, NULL, NULL, NULL, 1, 0, 0, 0, 0};
     long seed = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -490,6 +495,10 @@ int cmd_run(int argc, char **argv)
             ho.throttle = 1;
             host_only = 1;
             break;
+        case 'P':
+            ho.no_pin = 1;
+            host_only = 1;
+            break;
         case 'i':
             sim_only = 1;
             if (cli_parse_int(optarg, 1, 20, &iterations))
@@ -528,8 +537,8 @@ int cmd_run(int argc, char **argv)
         return cli_usage("run", "--iterations and --svg are for --backend sim (the host "
                                 "backend takes --steps)");
     if (!host && host_only)
-        return cli_usage("run", "--steps, --save, --load, --data, --seed, --lr and "
-                                "--throttle need --backend host");
+        return cli_usage("run", "--steps, --save, --load, --data, --seed, --lr, --throttle "
+                                "and --no-pin need --backend host");
     if (optind >= argc)
         return cli_usage("run", "missing PLAN");
     if (optind + 1 < argc)

@@ -15,6 +15,7 @@
 #define IO 4
 #define SV 8
 #define MAX_DEPTH 64
+#define MPRESS_EXEC_MAX_CPUS 1024
 /* out and grad are per stage: a tensor passed through a stage, or held there for a recompute,
  * has its own buffer on each stage that holds it. */
 #define SLOT(x, k, m) (((size_t)(k) * (size_t)(x)->M + (size_t)(m)) * (size_t)(x)->n_ops)
@@ -101,6 +102,11 @@ struct mpress_exec {
     pthread_cond_t mem_cv;
     long mem_waits[MPRESS_MAX_GPUS];
     double mem_wait_s[MPRESS_MAX_GPUS], mem_wait_last_s[MPRESS_MAX_GPUS];
+    /* pin_threads: the CPUs of the process's affinity mask when the step starts, n_cpus of
+     * them (0: nothing pinned) */
+    int cpus[MPRESS_EXEC_MAX_CPUS];
+    int n_cpus;
+    int *task_cpu;              /* [task]: the CPU it started on in the last step */
 };
 
 /* The task the calling worker thread runs, -1 outside one (setup, checkpoints). */

@@ -48,6 +48,7 @@ void mpress_exec_options_init(struct mpress_exec_options *o)
 {
     memset(o, 0, sizeof(*o));
     o->seed = 1;
+    o->pin_threads = 1;
 }
 
 int exec_gpu_of_stage(const struct mpress_exec *x, int k)
@@ -456,6 +457,7 @@ void mpress_exec_destroy(struct mpress_exec *x)
     free(x->queue_head);
     free(x->queue_moving);
     free(x->started);
+    free(x->task_cpu);
     mpress_sched_destroy(x->sched);
     mpress_model_finish(&x->model);
     pthread_mutex_destroy(&x->lock);
@@ -533,8 +535,9 @@ int mpress_exec_create(const struct mpress_plan *plan, struct mpress_backend *be
     x->queue_head = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, sizeof(int));
     x->queue_moving = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, 1);
     x->started = calloc((size_t)nt + 1, 1);
+    x->task_cpu = calloc((size_t)nt + 1, sizeof(int));
     if (!x->ready || !x->queue_ready || !x->queue_head || !x->started ||
-        !x->queue_moving) {
+        !x->queue_moving || !x->task_cpu) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto fail;
     }

@@ -6,7 +6,9 @@
  * saved tensor (as its action says: keep, recompute, host swap, D2D swap), boundary buffer,
  * gradient and optimizer state, when each is allocated and freed, and how a recompute finds
  * the inputs its producer needs. docs/runtime.md, "The executor". */
+#define _GNU_SOURCE             /* sched_getaffinity, pthread_setaffinity_np */
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -784,6 +786,40 @@ void exec_wake(struct mpress_exec *x)
     }
 }
 
+/* pin_threads: the CPUs the process may run on, for this step's workers. */
+static void find_cpus(struct mpress_exec *x)
+{
+    x->n_cpus = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (!x->opt.pin_threads || sched_getaffinity(0, sizeof(set), &set) != 0)
+        return;
+    for (int c = 0; c < CPU_SETSIZE && x->n_cpus < MPRESS_EXEC_MAX_CPUS; c++)
+        if (CPU_ISSET(c, &set))
+            x->cpus[x->n_cpus++] = c;
+    if (x->n_cpus < 2)
+        x->n_cpus = 0;
+}
+
+/* An emulated GPU's threads share one CPU. Copies first (exec_copy_pending) makes a compute
+ * thread wait for a copy of its own GPU that is ready; the copy's thread, woken by the task
+ * that made it ready, was placed by the kernel on another busy CPU and ran only when that
+ * CPU's running thread yielded it: 1 to 5 ms later on the 2-core benchmark machine while the
+ * waiting compute thread's CPU stood idle (test_pinned_workers; docs/benchmarks.md, "Host
+ * backend"). On one CPU the waiting compute thread hands it straight to the copy. The CPU
+ * queue (host optimizer steps) is left to the OS. A failed pin leaves the thread where it
+ * is: only timing depends on it. */
+static void pin_worker(const struct mpress_exec *x, int queue)
+{
+    const struct mpress_sched_queue *d = mpress_sched_queue(x->sched, queue);
+    if (!x->n_cpus || d->kind == MPRESS_QUEUE_CPU || d->gpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(x->cpus[d->gpu % x->n_cpus], &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -792,6 +828,7 @@ static void *worker_main(void *arg)
     const int *tasks = mpress_sched_queue_tasks(x->sched, w->queue, &n);
     enum mpress_queue_kind kind = mpress_sched_queue(x->sched, w->queue)->kind;
     int copy_queue = kind != MPRESS_QUEUE_COMPUTE && kind != MPRESS_QUEUE_CPU;
+    pin_worker(x, w->queue);
     for (int q = 0; q < n; q++) {
         int i = tasks[q], np = 0;
         const int *preds = mpress_sched_preds(x->sched, i, &np);
@@ -823,6 +860,7 @@ static void *worker_main(void *arg)
         struct mpress_error e;
         mpress_error_clear(&e);
         x->times[2 * i] = exec_now_s() - x->t0;
+        x->task_cpu[i] = sched_getcpu();
         exec_current_task = i;
         int rc = run_task(x, i, &e);
         exec_current_task = -1;
@@ -871,6 +909,7 @@ int mpress_exec_step(struct mpress_exec *x, double *loss, double *seconds,
     memset(x->queue_moving, 0, (size_t)nq);
     memset(x->mem_wait_last_s, 0, sizeof(x->mem_wait_last_s));
     x->task_ends = 0;
+    find_cpus(x);
     memset(x->grad_unpacked, 0, (size_t)x->M * (size_t)x->S);
     for (int i = 0; i < 2 * nt; i++)
         x->times[i] = -1;

@@ -7,6 +7,8 @@
  * MPRESS_EINFEASIBLE naming device, stage, op, tensor and bytes short (a kernel's scratch
  * too); a profile that is not
  * its model and the async schedule are refused before any step. */
+#define _GNU_SOURCE             /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1096,6 +1098,54 @@ static void test_wait_for_memory(void)
     mpress_plan_finish(&plan);
 }
 
+/* pin_threads: every task of an emulated GPU's queues (its compute stream and copy engines)
+ * runs on the CPU its GPU is pinned to, GPU g on the (g mod n)-th CPU of the process's mask;
+ * the CPU queue is not pinned. Without it the copy a waiting compute thread needed was woken
+ * onto another busy CPU and ran 1 to 5 ms later (docs/runtime.md, "Queues"). */
+static void test_pinned_workers(void)
+{
+    struct mpress_plan plan;
+    if (make_swap_plan("gpt-tiny", 2, &plan)) {
+        CHECK_MSG(0, "cannot plan gpt-tiny on 2");
+        return;
+    }
+    struct mpress_backend be;
+    struct mpress_exec *x;
+    struct mpress_error err;
+    int rc = exec_open(&plan, 1, &be, &x, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    if (rc == 0 && (rc = mpress_exec_step(x, NULL, NULL, &err)) != 0)
+        CHECK_MSG(0, "%s", err.text);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int mask = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (rc == 0)
+        CHECK_INT(x->n_cpus, mask >= 2 ? mask : 0);
+    if (rc == 0 && mask < 2) {
+        fprintf(stderr, "pinned workers: the process may run on one CPU; nothing is pinned\n");
+    } else if (rc == 0 && x->n_cpus >= 2) {
+        int nt = mpress_sched_task_count(x->sched), checked = 0, wrong = 0;
+        for (int i = 0; i < nt; i++) {
+            const struct mpress_task *t = mpress_sched_task(x->sched, i);
+            const struct mpress_sched_queue *q = mpress_sched_queue(x->sched, t->queue);
+            if (q->kind == MPRESS_QUEUE_CPU)
+                continue;
+            checked++;
+            if (x->task_cpu[i] != x->cpus[q->gpu % x->n_cpus]) {
+                if (!wrong)
+                    fprintf(stderr, "task %d (%s, gpu %d) ran on cpu %d, not %d\n", i,
+                            mpress_task_kind_name(t->kind), q->gpu, x->task_cpu[i],
+                            x->cpus[q->gpu % x->n_cpus]);
+                wrong++;
+            }
+        }
+        CHECK_MSG(checked > 0 && wrong == 0, "%d of %d tasks off their GPU's CPU", wrong,
+                  checked);
+    }
+    exec_close(&be, x);
+    mpress_plan_finish(&plan);
+}
+
 /* The host backend's alloc, counting the saved-tensor allocations of two ops. */
 static int (*inner_alloc)(void *, int, int, uint64_t, const char *, void **,
                           struct mpress_error *);
@@ -1193,6 +1243,7 @@ int main(void)
     test_copies_first_own_gpu();
     test_saved_handover();
     test_wait_for_memory();
+    test_pinned_workers();
     test_wakeups();
     test_one_device("gpt-tiny");
     test_one_device("bert-tiny");

@@ -157,6 +157,12 @@ struct mpress_exec_options {
      * none is left. 0: it fails at once (the default; the message says how many bytes were
      * still leaving). The simulator's --wait-for-memory, as a runtime does it. */
     int wait_for_memory;
+    /* 1 (mpress_exec_options_init's default): the threads of each emulated GPU (its compute
+     * stream and its copy engines) run on one CPU of the process's affinity mask, GPU g on
+     * the (g mod n)-th of its n CPUs, so that a compute thread that waits for its GPU's copy
+     * hands its CPU straight to that copy (docs/runtime.md, "Queues"). 0: the OS places
+     * every thread. Nothing is pinned where the mask has one CPU. */
+    int pin_threads;
 };
 MPRESS_API
 void mpress_exec_options_init(struct mpress_exec_options *o);
