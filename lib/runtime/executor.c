@@ -54,9 +54,10 @@ static struct saved_state *sv_at(struct mpress_exec *x, int m, int op, int j)
 
 /* A buffer holding output r of op q for micro-batch m on stage k's GPU, for a recompute: the
  * data loader's, a live or pinned output, a copy saved by a consumer that is on the GPU now,
- * or the producer's forward run again (recursively). */
+ * or the producer's forward run again (recursively), into `into` when it is not NULL (the
+ * recomputed tensor itself, when it is that whole output), else into a temporary. */
 static int produce(struct mpress_exec *x, int k, int m, int q, int r, struct temps *tp,
-                   const void **out, int depth, struct mpress_error *err)
+                   const void **out, int depth, void *into, struct mpress_error *err)
 {
     int g = exec_gpu_of_stage(x, k);
     const struct mpress_plan_stage *st = &x->plan->stages[k];
@@ -96,23 +97,27 @@ static int produce(struct mpress_exec *x, int k, int m, int q, int r, struct tem
     memset(&io, 0, sizeof(io));
     for (int i = 0; i < o->n_inputs; i++) {
         int rc = produce(x, k, m, o->inputs[i].producer, o->inputs[i].producer_output, tp,
-                         &io.in[i], depth + 1, err);
+                         &io.in[i], depth + 1, NULL, err);
         if (rc)
             return rc;
     }
-    struct xbuf *b = &tp->b[tp->n];
-    int rc = exec_xalloc(x, b, g, MPRESS_MEM_WORKING, o->outputs[r].bytes, 0, err,
-                    WHERE_FMT, k, g, o->name, "output rerun for a recompute", m);
-    if (rc)
-        return rc;
-    tp->n++;
-    io.out[r] = b->p;
+    int rc = 0;
+    if (into) {
+        io.out[r] = into;
+    } else {
+        struct xbuf *b = &tp->b[tp->n];
+        if ((rc = exec_xalloc(x, b, g, MPRESS_MEM_WORKING, o->outputs[r].bytes, 0, err,
+                              WHERE_FMT, k, g, o->name, "output rerun for a recompute", m)))
+            return rc;
+        tp->n++;
+        io.out[r] = b->p;
+    }
     param_io(x, q, &io);
     memset(io.dw, 0, sizeof(io.dw));
     struct mpress_rt_key key = {x->opt.seed, (uint32_t)x->steps, (uint32_t)m, (uint32_t)q};
     if ((rc = x->be->forward(x->be->ctx, g, q, &key, &io, err)))
         return rc;
-    *out = b->p;
+    *out = io.out[r];
     return 0;
 }
 
@@ -316,7 +321,7 @@ static int run_recompute(struct mpress_exec *x, const struct mpress_task *t,
         memset(&io, 0, sizeof(io));
         for (int i = 0; i < op->n_inputs && !rc; i++)
             rc = produce(x, k, m, op->inputs[i].producer, op->inputs[i].producer_output, tp,
-                         &io.in[i], 1, err);
+                         &io.in[i], 1, NULL, err);
         if (!rc) {
             io.saved[j] = s->dev.p;
             param_io(x, c, &io);
@@ -326,9 +331,16 @@ static int run_recompute(struct mpress_exec *x, const struct mpress_task *t,
             rc = x->be->forward(x->be->ctx, g, c, &key, &io, err);
         }
     } else {
+        /* a tensor that is its producer's whole output 0 is rerun into its own buffer, not
+         * into a temporary copied over (the cost model charges a recompute its output only:
+         * the temporary beside it ran a plan packed to its capacity out of memory, at
+         * layer1.gelu's rerun for mlp_down's input, test_recompute_in_place) */
+        const struct mpress_model_tensor *sv = &op->saved[j];
+        int whole = exec_plain_copy(&x->model, c, j) && sv->producer_output == 0 &&
+                    sv->bytes == x->model.ops[prod].outputs[0].bytes;
         const void *src = NULL;
-        rc = produce(x, k, m, prod, 0, tp, &src, 1, err);
-        if (!rc && x->be->derive(x->be->ctx, g, c, j, src, s->dev.p) != 0)
+        rc = produce(x, k, m, prod, 0, tp, &src, 1, whole ? s->dev.p : NULL, err);
+        if (!rc && src != s->dev.p && x->be->derive(x->be->ctx, g, c, j, src, s->dev.p) != 0)
             rc = mpress_error_set(err, MPRESS_ESYSTEM, "internal error: %s.%s cannot be "
                                   "derived from its producer", op->name, op->saved[j].role);
     }
