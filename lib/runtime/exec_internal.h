@@ -96,6 +96,8 @@ struct mpress_exec {
     int *queue_head;            /* [queue]: position of the task it runs or waits for next */
     char *started;              /* [task] */
     char *queue_moving;         /* [queue]: its task started and has bytes still to move */
+    double *queue_link_done;    /* [queue]: when its running copy's link time ends
+                                 * (CLOCK_MONOTONIC, --throttle), 0 when none waits it out */
     /* wait_for_memory: tasks ended in this step (what a waiting allocation waits to change),
      * the condition it waits on (x->lock), and its waits per GPU */
     long task_ends;

@@ -37,6 +37,7 @@ int exec_copy(struct mpress_exec *x, const struct mpress_task *t, int dst_dev, v
     if (!rc && done > exec_now_s()) {
         pthread_mutex_lock(&x->lock);
         x->queue_moving[t->queue] = 0;
+        x->queue_link_done[t->queue] = done;
         exec_wake(x);
         pthread_mutex_unlock(&x->lock);
         rt_sleep_until(done);
@@ -456,6 +457,7 @@ void mpress_exec_destroy(struct mpress_exec *x)
     free(x->queue_ready);
     free(x->queue_head);
     free(x->queue_moving);
+    free(x->queue_link_done);
     free(x->started);
     free(x->task_cpu);
     mpress_sched_destroy(x->sched);
@@ -534,10 +536,11 @@ int mpress_exec_create(const struct mpress_plan *plan, struct mpress_backend *be
     x->queue_ready = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, sizeof(double));
     x->queue_head = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, sizeof(int));
     x->queue_moving = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, 1);
+    x->queue_link_done = calloc((size_t)mpress_sched_queue_count(x->sched) + 1, sizeof(double));
     x->started = calloc((size_t)nt + 1, 1);
     x->task_cpu = calloc((size_t)nt + 1, sizeof(int));
     if (!x->ready || !x->queue_ready || !x->queue_head || !x->started ||
-        !x->queue_moving || !x->task_cpu) {
+        !x->queue_moving || !x->queue_link_done || !x->task_cpu) {
         rc = mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
         goto fail;
     }

@@ -1021,6 +1021,15 @@ static void test_copies_first_own_gpu(void)
                                 own, src, sizeof(src), &err), 0);
             CHECK_INT(dst[0], 1);
             CHECK_INT(x->queue_moving[d2h], 1);
+            /* a throttled copy started with link time left does not hold the compute back
+             * until that time is over; then it does, until its task ends */
+            x->queue_moving[d2h] = 0;
+            x->started[tasks[1]] = 1;
+            x->queue_link_done[d2h] = exec_now_s() + 60;
+            CHECK_INT(exec_copy_pending(x, comp[own]), 0);
+            x->queue_link_done[d2h] = exec_now_s() - 1e-3;
+            CHECK_INT(exec_copy_pending(x, comp[own]), 1);
+            x->queue_link_done[d2h] = 0;
         }
     }
     exec_close(&be, x);
