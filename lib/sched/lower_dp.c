@@ -113,13 +113,12 @@ static void lay_compute(struct mpress_sched *s, struct dp *d, int g, int it, int
                 if (layer && o == d->ufirst[u] && o > 0)
                     sched_add_mem(s, &T->mem_start, g, MPRESS_MEM_ACTIVATIONS, g, it, m,
                                   (int64_t)p->ops[o - 1].output_bytes);
-                sched_add_mem(s, &T->mem_start, g, MPRESS_MEM_WORKING, g, it, m,
-                              (int64_t)op->workspace_bytes);
+                int64_t transient = sched_forward_transient(op, o);
+                sched_add_mem(s, &T->mem_start, g, MPRESS_MEM_WORKING, g, it, m, transient);
                 for (int j = 0; j < op->n_tensors; j++)
                     sched_add_mem(s, &T->mem_start, g, MPRESS_MEM_ACTIVATIONS, g, it, m,
                                   (int64_t)op->tensors[j].bytes);
-                sched_add_mem(s, &T->mem_end, g, MPRESS_MEM_WORKING, g, it, m,
-                              -(int64_t)op->workspace_bytes);
+                sched_add_mem(s, &T->mem_end, g, MPRESS_MEM_WORKING, g, it, m, -transient);
                 if (o == d->ufirst[u])
                     d->ph_first[g * d->phases + i] = t;
                 d->ph_last[g * d->phases + i] = t;
@@ -144,13 +143,12 @@ static void lay_compute(struct mpress_sched *s, struct dp *d, int g, int it, int
                     if (t < 0)
                         return;
                     struct sched_btask *T = &s->bt[t];
-                    sched_add_mem(s, &T->mem_start, g, MPRESS_MEM_WORKING, g, it, m,
-                                  (int64_t)op->workspace_bytes);
+                    int64_t transient = sched_forward_transient(op, o);
+                    sched_add_mem(s, &T->mem_start, g, MPRESS_MEM_WORKING, g, it, m, transient);
                     for (int j = 0; j < op->n_tensors; j++)
                         sched_add_mem(s, &T->mem_start, g, MPRESS_MEM_WORKING, g, it, m,
                                       (int64_t)op->tensors[j].bytes);
-                    sched_add_mem(s, &T->mem_end, g, MPRESS_MEM_WORKING, g, it, m,
-                                  -(int64_t)op->workspace_bytes);
+                    sched_add_mem(s, &T->mem_end, g, MPRESS_MEM_WORKING, g, it, m, -transient);
                     first = first < 0 ? t : first;
                     sched_seq_push(s, g, t);
                 }

@@ -65,6 +65,9 @@ void sched_add_edge(struct mpress_sched *s, int from, int to);
 void sched_add_mem(struct mpress_sched *s, int *list, int dev, enum mpress_mem_kind kind,
                    int owner, int it, int mb, int64_t delta);
 void sched_seq_push(struct mpress_sched *s, int stage, int task);
+/* Op o's transient memory during its forward: its workspace less the inputs it saves (a saved
+ * tensor another op regenerates), which are charged as saved tensors from its start. */
+int64_t sched_forward_transient(const struct mpress_op *op, int o);
 /* The optimizer step's traffic of stage k of plan (mpress_sched_step_traffic). */
 void sched_step_traffic(const struct mpress_plan *plan, int k,
                         struct mpress_optimizer_traffic *out);

@@ -42,6 +42,7 @@ int main(void)
         ops[o].tensors = &ts[o];
         snprintf(ts[o].id, sizeof(ts[o].id), "op%d.t", o);
         ts[o].bytes = GB / 2;
+        ts[o].recompute_op = o;         /* each op's own product, not a saved input */
     }
     p.topology.n_gpus = 2;
     p.topology.n_sockets = 1;
