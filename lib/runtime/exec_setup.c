@@ -252,12 +252,17 @@ static void pin_walk(struct mpress_exec *x, int k, int q, int r, int p, int c0, 
     const struct mpress_plan_stage *st = &x->plan->stages[k];
     if (q < 0 || depth > MAX_DEPTH)
         return;
+    /* a copy that a consumer on the stage keeps (ln1's saved input, for a stage that begins at
+     * ln1) serves before the stage input is held: pinning it anyway held a second copy of
+     * the stage input for every micro-batch in flight, which the plan does not charge (a
+     * memory-wall plan that recomputes layer0.qkv's input ran out of memory in every run,
+     * test_pins_use_kept_copy) */
+    if (r == 0 && exec_copy_present(x, k, q, p, c0, j0))
+        return;
     if (q < st->first_op) {
         x->pinned[PIN(x, k, q, r)] = 1;
         return;
     }
-    if (r == 0 && exec_copy_present(x, k, q, p, c0, j0))
-        return;
     const struct mpress_model_op *o = &x->model.ops[q];
     for (int i = 0; i < o->n_inputs; i++)
         pin_walk(x, k, o->inputs[i].producer, o->inputs[i].producer_output, p, c0, j0,

@@ -1251,6 +1251,60 @@ static void test_recompute_in_place(void)
     mpress_plan_finish(&plan);
 }
 
+/* A recompute whose chain reaches back to the stage input uses a copy that an op of the
+ * stage keeps before it holds the stage input itself: gpt-tiny on 2 devices, stage 1 begins at
+ * a layer's ln1, which keeps its input (the stage input); that layer's qkv input (ln1's
+ * output) is recomputed at the end of the stage's backward by rerunning ln1 from that kept
+ * copy. Before, the executor also held the received stage input for every micro-batch in
+ * flight (the plan charges nothing for it), and a memory-wall plan that recomputed
+ * layer0.qkv's input ran out of memory in every run. The step's loss is the keep plan's, bit
+ * for bit. */
+static void test_pins_use_kept_copy(void)
+{
+    struct mpress_plan plan;
+    if (make_plan("gpt-tiny", 2, "none", &plan)) {
+        CHECK_MSG(0, "cannot plan gpt-tiny on 2");
+        return;
+    }
+    const struct mpress_plan_stage *st = &plan.stages[1];
+    const struct mpress_profile *pr = &plan.profile;
+    const char *first = pr->ops[st->first_op].name;
+    size_t n = strlen(first);
+    CHECK_MSG(n > 4 && strcmp(first + n - 4, ".ln1") == 0, "stage 1 begins at %s", first);
+    int qkv = st->first_op + 1, changed = 0;
+    for (int i = 0; i < plan.n_actions; i++) {
+        struct mpress_plan_action *a = &plan.actions[i];
+        if (a->op == qkv && strcmp(pr->ops[qkv].tensors[a->tensor].name, "input") == 0) {
+            a->action = MPRESS_ACTION_RECOMPUTE;
+            a->evict_after_op = qkv;
+            a->prefetch_before_op = st->last_op;
+            changed++;
+        }
+    }
+    CHECK_INT(changed, 1);
+    double loss_keep = 0, loss_rec = 0;
+    struct mpress_error err;
+    struct mpress_plan keep;
+    int rc = make_plan("gpt-tiny", 2, "none", &keep);
+    if (!rc)
+        rc = run_plan(&keep, 1, NULL, NULL, &err, &loss_keep);
+    CHECK_MSG(rc == 0, "keep: %s", err.text);
+    struct mpress_backend be;
+    struct mpress_exec *x;
+    rc = exec_open(&plan, 0, &be, &x, &err);
+    CHECK_MSG(rc == 0, "%s", err.text);
+    if (rc == 0) {
+        CHECK_INT(mpress_exec_pinned_bytes(x, st->gpu), 0);
+        rc = mpress_exec_step(x, &loss_rec, NULL, &err);
+        CHECK_MSG(rc == 0, "%s", err.text);
+        CHECK_MSG(memcmp(&loss_keep, &loss_rec, sizeof(double)) == 0, "loss %.9g, keep %.9g",
+                  loss_rec, loss_keep);
+    }
+    exec_close(&be, x);
+    mpress_plan_finish(&keep);
+    mpress_plan_finish(&plan);
+}
+
 /* A queue thread is woken only when its task may start: over a step of a 2-device plan that
  * host-swaps everything, the threads' returns from waiting stay within 3 per task (with one
  * condition variable for all, every task's start and end woke every waiting thread). */
@@ -1295,6 +1349,7 @@ int main(void)
     test_copies_first_own_gpu();
     test_saved_handover();
     test_recompute_in_place();
+    test_pins_use_kept_copy();
     test_wait_for_memory();
     test_pinned_workers();
     test_wakeups();
