@@ -697,7 +697,11 @@ static int queue_head_task(const struct mpress_exec *x, int q)
 int exec_copy_pending(const struct mpress_exec *x, int cq)
 {
     const struct mpress_sched_queue *c = mpress_sched_queue(x->sched, cq);
-    if (c->kind != MPRESS_QUEUE_COMPUTE)
+    /* a copy into the GPU (a prefetch) lets the GPU's evictions go first, as the compute
+     * does: it allocates on the GPU too, and one that took its memory before a ready
+     * eviction had left ran a memory-wall plan out of memory (test_copies_first_own_gpu) */
+    int incoming = c->kind == MPRESS_QUEUE_H2D || c->kind == MPRESS_QUEUE_PEER_IN;
+    if (c->kind != MPRESS_QUEUE_COMPUTE && !incoming)
         return 0;
     int nq = mpress_sched_queue_count(x->sched);
     for (int q = 0; q < nq; q++) {
@@ -708,11 +712,15 @@ int exec_copy_pending(const struct mpress_exec *x, int cq)
         if (q == cq || d->kind == MPRESS_QUEUE_COMPUTE || d->kind == MPRESS_QUEUE_CPU ||
             d->gpu != c->gpu)
             continue;
+        if (incoming && d->kind != MPRESS_QUEUE_D2H && d->kind != MPRESS_QUEUE_PARK)
+            continue;
         /* the queue's head is its first task not done: the thread that ended one has not
          * necessarily taken the next yet, and a copy ready meanwhile still holds this GPU's
          * compute back (without this, a compute task started in that gap beside an evicted
          * tensor still on the device) */
         int h = queue_head_task(x, q);
+        if (incoming && (h < 0 || mpress_sched_task(x->sched, h)->kind != MPRESS_TASK_EVICT))
+            continue;
         if (h >= 0 && ((!x->started[h] && task_ready(x, h)) || x->queue_moving[q]))
             return 1;
         /* a throttled copy whose link time is over and whose thread has not yet ended it (and

@@ -984,10 +984,13 @@ static void test_copies_first_own_gpu(void)
     CHECK_MSG(rc == 0, "%s", err.text);
     if (rc == 0) {
         int nq = mpress_sched_queue_count(x->sched), d2h = -1, comp[2] = {-1, -1};
+        int h2d[2] = {-1, -1};
         for (int q = 0; q < nq; q++) {
             const struct mpress_sched_queue *d = mpress_sched_queue(x->sched, q);
             if (d->kind == MPRESS_QUEUE_COMPUTE && d->gpu < 2)
                 comp[d->gpu] = q;
+            if (d->kind == MPRESS_QUEUE_H2D && d->gpu < 2)
+                h2d[d->gpu] = q;
             if (d->kind == MPRESS_QUEUE_D2H && d->gpu == plan.stages[0].gpu)
                 d2h = q;
         }
@@ -1004,6 +1007,11 @@ static void test_copies_first_own_gpu(void)
             CHECK_INT(exec_copy_pending(x, comp[own]), 1);
             CHECK_INT(exec_copy_pending(x, comp[other]), 0);
             CHECK_INT(exec_copy_pending(x, d2h), 0);
+            /* a prefetch into the GPU lets its evictions go first too (it allocates there:
+             * one that went first ran a plan at the wall out of memory), not another GPU's */
+            CHECK_INT(exec_copy_pending(x, h2d[own]), 1);
+            if (h2d[other] >= 0)
+                CHECK_INT(exec_copy_pending(x, h2d[other]), 0);
         }
         if (n >= 2 && comp[0] >= 0) {
             /* the first eviction has ended and the second is ready; the queue's thread has
