@@ -451,7 +451,7 @@ int cmd_run(int argc, char **argv)
     };
     const char *backend = "sim", *report = NULL, *trace = NULL, *svg = NULL;
     long iterations = 3;
-    int c, wait_mem = 0, host_only = 0, sim_only = 0;
+    int c, host_only = 0, sim_only = 0;
     struct host_opts ho = {10, NULL, NULL, NULL, NULL, NULL, 1, 0, 0, 0, 0};
     long seed = 1;
     opterr = 0;
@@ -516,7 +516,6 @@ int cmd_run(int argc, char **argv)
             sim_only = 1;
             break;
         case 'w':
-            wait_mem = 1;
             ho.wait_for_memory = 1;
             break;
         case 'h':
@@ -580,7 +579,7 @@ int cmd_run(int argc, char **argv)
     struct mpress_sim_options opt;
     mpress_sim_options_init(&opt);
     opt.iterations = (int)iterations;
-    opt.wait_for_memory = wait_mem;
+    opt.wait_for_memory = ho.wait_for_memory;
     struct mpress_sim *sim = NULL;
     rc = mpress_sim_run(plan, &opt, &sim, &err);
     if (rc) {

@@ -159,11 +159,11 @@ int ilp_vector_feasible(glp_prob *lp, const double *x);
 
 /* ---- local search (ilp_lns.c) --------------------------------------------------------- */
 
-/* Node budgets of the local search: all of it, the warm start's own partition, each search
- * within box_delta blocks of the best partition (at most box_rounds of them). */
 /* The objective of lp at the (1-based) column values x. */
 double ilp_objective(glp_prob *lp, const double *x);
 
+/* Node budgets of the local search: all of it, the warm start's own partition, each search
+ * within box_delta blocks of the best partition (at most box_rounds of them). */
 struct ilp_ls_budget {
     long nodes, first_nodes, box_nodes, map_nodes;
     int box_delta, box_max, box_rounds;

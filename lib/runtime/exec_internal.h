@@ -1,5 +1,6 @@
-/* What the executor's two files share (executor.c: tasks and queues; exec_setup.c: buffers,
- * setup, create and destroy). Internal to lib/runtime. */
+/* What the executor's three files share (executor.c: tasks; exec_queues.c: the queues'
+ * threads and one step; exec_setup.c: buffers, setup, create and destroy). Internal to
+ * lib/runtime. */
 #ifndef MPRESS_RUNTIME_EXEC_INTERNAL_H
 #define MPRESS_RUNTIME_EXEC_INTERNAL_H
 
@@ -83,7 +84,7 @@ struct mpress_exec {
     uint64_t pinned_bytes[MPRESS_MAX_GPUS];
     /* running */
     pthread_mutex_t lock;
-    struct worker *workers;     /* the step's queue threads (executor.c), n_workers started */
+    struct worker *workers;     /* the step's queue threads (exec_queues.c), n_workers started */
     int n_workers;
     long wakeups;               /* the step's returns from a worker's wait (for a test) */
     char *done;
@@ -117,6 +118,9 @@ extern _Thread_local int exec_current_task;
 
 /* Where a buffer belongs, for messages. */
 #define WHERE_FMT "stage %d (gpu %d), op %s, %s, micro-batch %d"
+
+/* executor.c: runs task i of the schedule (the worker of its queue calls it) */
+int exec_run_task(struct mpress_exec *x, int i, struct mpress_error *err);
 
 /* exec_setup.c */
 double exec_now_s(void);

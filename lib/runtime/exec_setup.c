@@ -79,26 +79,32 @@ static int xalloc_what(struct mpress_exec *x, struct xbuf *b, int dev, int kind,
     return 0;
 }
 
-#define XALLOC_WHAT(locked)                                                                  \
-    do {                                                                                     \
-        char what[256];                                                                      \
-        va_list ap;                                                                          \
-        va_start(ap, fmt);                                                                   \
-        vsnprintf(what, sizeof(what), fmt, ap);                                              \
-        va_end(ap);                                                                          \
-        return xalloc_what(x, b, dev, kind, bytes, zero, (locked), what, err);               \
-    } while (0)
+static int xalloc_v(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
+                    int zero, int locked, struct mpress_error *err, const char *fmt, va_list ap)
+{
+    char what[256];
+    vsnprintf(what, sizeof(what), fmt, ap);
+    return xalloc_what(x, b, dev, kind, bytes, zero, locked, what, err);
+}
 
 int exec_xalloc(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
                 int zero, struct mpress_error *err, const char *fmt, ...)
 {
-    XALLOC_WHAT(0);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = xalloc_v(x, b, dev, kind, bytes, zero, 0, err, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int exec_xalloc_locked(struct mpress_exec *x, struct xbuf *b, int dev, int kind, uint64_t bytes,
                        int zero, struct mpress_error *err, const char *fmt, ...)
 {
-    XALLOC_WHAT(1);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = xalloc_v(x, b, dev, kind, bytes, zero, 1, err, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 void exec_xfree(struct mpress_exec *x, struct xbuf *b)

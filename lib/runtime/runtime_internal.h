@@ -12,7 +12,7 @@
 #include "host_ops.h"
 
 /* Sleeps until t_s seconds of CLOCK_MONOTONIC (at once when that has passed): the emulated
- * links' absolute clock (host_backend.c, executor.c). */
+ * links' absolute clock (host_backend.c, exec_setup.c). */
 static inline void rt_sleep_until(double t_s)
 {
     struct timespec now;

@@ -242,6 +242,21 @@ static void exec_close(struct mpress_backend *be, struct mpress_exec *x)
     backend_close(be);
 }
 
+/* gpt-tiny on 2 devices with every saved tensor host-swapped, and an executor for it (throttle:
+ * copies take their link time). -1 when no plan was made (checked, nothing to close); else the
+ * executor's rc (checked), with exec_close and mpress_plan_finish to follow. */
+static int open_swap2(struct mpress_plan *plan, int throttle, struct mpress_backend *be,
+                      struct mpress_exec **x, struct mpress_error *err)
+{
+    if (make_swap_plan("gpt-tiny", 2, plan)) {
+        CHECK_MSG(0, "cannot plan gpt-tiny on 2");
+        return -1;
+    }
+    int rc = exec_open(plan, throttle, be, x, err);
+    CHECK_MSG(rc == 0, "%s", err->text);
+    return rc;
+}
+
 /* Runs plan for steps from a fresh executor (or from `load`) and saves to `save`. */
 static int run_plan(const struct mpress_plan *plan, int steps, const char *load, const char *save,
                     struct mpress_error *err, double *loss_out)
@@ -973,15 +988,12 @@ static void test_scratch_arena(void)
 static void test_copies_first_own_gpu(void)
 {
     struct mpress_plan plan;
-    if (make_swap_plan("gpt-tiny", 2, &plan)) {
-        CHECK_MSG(0, "cannot plan gpt-tiny on 2");
-        return;
-    }
     struct mpress_backend be;
     struct mpress_exec *x;
     struct mpress_error err;
-    int rc = exec_open(&plan, 0, &be, &x, &err);
-    CHECK_MSG(rc == 0, "%s", err.text);
+    int rc = open_swap2(&plan, 0, &be, &x, &err);
+    if (rc < 0)
+        return;
     if (rc == 0) {
         int nq = mpress_sched_queue_count(x->sched), d2h = -1, comp[2] = {-1, -1};
         int h2d[2] = {-1, -1};
@@ -1044,14 +1056,39 @@ static void test_copies_first_own_gpu(void)
     mpress_plan_finish(&plan);
 }
 
-/* One step of plan from a fresh executor: its loss, each device's peak, and (wait) how often
- * allocations waited for evictions. */
-static int step_once(const struct mpress_plan *plan, int throttle, int wait, double *loss,
-                     uint64_t *peak, long *waits, struct mpress_error *err)
+/* The host backend's alloc, counting the saved-tensor allocations of two ops. */
+static int (*inner_alloc)(void *, int, int, uint64_t, const char *, void **,
+                          struct mpress_error *);
+static int saved_allocs[2];
+static int rerun_allocs[2];     /* layer0.gelu's output rerun for a recompute; any op's */
+
+static int counting_alloc(void *ctx, int dev, int kind, uint64_t bytes, const char *what,
+                          void **out, struct mpress_error *err)
+{
+    static const char *const ops[2] = {"op layer0.gelu,", "op layer0.ln1,"};
+    for (int i = 0; i < 2; i++)
+        if (strstr(what, ops[i]) && strstr(what, "saved tensor input"))
+            saved_allocs[i]++;
+    if (strstr(what, "output rerun for a recompute")) {
+        rerun_allocs[1]++;
+        rerun_allocs[0] += strstr(what, "op layer0.gelu,") != NULL;
+    }
+    return inner_alloc(ctx, dev, kind, bytes, what, out, err);
+}
+
+/* One step of plan from a fresh executor: its loss, each device's peak (peak may be NULL), how
+ * often allocations waited for evictions (waits may be NULL), and with `count` the backend's
+ * allocations counted by counting_alloc. */
+static int step_once(const struct mpress_plan *plan, int throttle, int wait, int count,
+                     double *loss, uint64_t *peak, long *waits, struct mpress_error *err)
 {
     struct mpress_backend be;
     struct mpress_exec *x = NULL;
     int rc = backend_open(plan, throttle, &be, err);
+    if (!rc && count) {
+        inner_alloc = be.alloc;
+        be.alloc = counting_alloc;
+    }
     if (!rc) {
         struct mpress_exec_options eo;
         mpress_exec_options_init(&eo);
@@ -1062,7 +1099,7 @@ static int step_once(const struct mpress_plan *plan, int throttle, int wait, dou
     }
     if (!rc)
         rc = mpress_exec_step(x, loss, NULL, err);
-    for (int g = 0; !rc && g < plan->topology.n_gpus; g++) {
+    for (int g = 0; !rc && peak && g < plan->topology.n_gpus; g++) {
         be.memory(be.ctx, g, NULL, &peak[g], NULL, NULL);
         if (waits)
             mpress_exec_memory_waits(x, g, &waits[g], NULL, NULL);
@@ -1090,20 +1127,20 @@ static void test_wait_for_memory(void)
     double loss0 = 0, loss1 = 0;
     uint64_t peak0[MPRESS_MAX_GPUS] = {0}, peak1[MPRESS_MAX_GPUS] = {0};
     long waits[MPRESS_MAX_GPUS] = {0};
-    int rc = step_once(&plan, 0, 0, &loss0, peak0, NULL, &err);
+    int rc = step_once(&plan, 0, 0, 0, &loss0, peak0, NULL, &err);
     CHECK_MSG(rc == 0, "unthrottled: %s", err.text);
     plan.topology.gpus[0].memory_bytes = peak0[0];
     plan.topology.pcie_bytes_per_s = 2e7;
     for (int w = 0; w < plan.topology.n_switches; w++)
         plan.topology.switches[w].uplink_bytes_per_s = 2e7;
     mpress_error_clear(&err);
-    rc = step_once(&plan, 1, 0, &loss1, peak1, NULL, &err);
+    rc = step_once(&plan, 1, 0, 0, &loss1, peak1, NULL, &err);
     CHECK_INT(rc, MPRESS_EINFEASIBLE);
     CHECK_MSG(strstr(err.text, "out of memory on gpu 0") &&
                   strstr(err.text, "had not yet left it (--wait-for-memory waits for them)"),
               "%s", err.text);
     mpress_error_clear(&err);
-    rc = step_once(&plan, 1, 1, &loss1, peak1, waits, &err);
+    rc = step_once(&plan, 1, 1, 0, &loss1, peak1, waits, &err);
     CHECK_MSG(rc == 0, "waiting: %s", err.text);
     if (rc == 0) {
         CHECK_MSG(memcmp(&loss0, &loss1, sizeof(loss0)) == 0, "loss %.9g, waiting %.9g", loss0,
@@ -1122,15 +1159,12 @@ static void test_wait_for_memory(void)
 static void test_pinned_workers(void)
 {
     struct mpress_plan plan;
-    if (make_swap_plan("gpt-tiny", 2, &plan)) {
-        CHECK_MSG(0, "cannot plan gpt-tiny on 2");
-        return;
-    }
     struct mpress_backend be;
     struct mpress_exec *x;
     struct mpress_error err;
-    int rc = exec_open(&plan, 1, &be, &x, &err);
-    CHECK_MSG(rc == 0, "%s", err.text);
+    int rc = open_swap2(&plan, 1, &be, &x, &err);
+    if (rc < 0)
+        return;
     if (rc == 0 && (rc = mpress_exec_step(x, NULL, NULL, &err)) != 0)
         CHECK_MSG(0, "%s", err.text);
     cpu_set_t set;
@@ -1163,26 +1197,6 @@ static void test_pinned_workers(void)
     mpress_plan_finish(&plan);
 }
 
-/* The host backend's alloc, counting the saved-tensor allocations of two ops. */
-static int (*inner_alloc)(void *, int, int, uint64_t, const char *, void **,
-                          struct mpress_error *);
-static int saved_allocs[2];
-static int rerun_allocs[2];     /* layer0.gelu's output rerun for a recompute; any op's */
-
-static int counting_alloc(void *ctx, int dev, int kind, uint64_t bytes, const char *what,
-                          void **out, struct mpress_error *err)
-{
-    static const char *const ops[2] = {"op layer0.gelu,", "op layer0.ln1,"};
-    for (int i = 0; i < 2; i++)
-        if (strstr(what, ops[i]) && strstr(what, "saved tensor input"))
-            saved_allocs[i]++;
-    if (strstr(what, "output rerun for a recompute")) {
-        rerun_allocs[1]++;
-        rerun_allocs[0] += strstr(what, "op layer0.gelu,") != NULL;
-    }
-    return inner_alloc(ctx, dev, kind, bytes, what, out, err);
-}
-
 /* An input that an op saves for backward and is the last to read is handed over as the saved
  * tensor, not copied (as a framework keeps it; the planner counts it once): gelu's input,
  * mlp_up's output, is allocated once per micro-batch, by mlp_up. ln1's input, the residual
@@ -1196,28 +1210,13 @@ static void test_saved_handover(void)
         CHECK_MSG(0, "cannot plan gpt-tiny on 2");
         return;
     }
-    struct mpress_backend be;
-    struct mpress_exec *x = NULL;
     struct mpress_error err;
-    int rc = backend_open(&plan, 0, &be, &err);
+    double loss = 0;
+    saved_allocs[0] = saved_allocs[1] = 0;
+    int rc = step_once(&plan, 0, 0, 1, &loss, NULL, NULL, &err);
     CHECK_MSG(rc == 0, "%s", err.text);
-    if (rc == 0) {
-        inner_alloc = be.alloc;
-        be.alloc = counting_alloc;
-        saved_allocs[0] = saved_allocs[1] = 0;
-        struct mpress_exec_options eo;
-        mpress_exec_options_init(&eo);
-        eo.data = data;
-        eo.n_data = n_data;
-        rc = mpress_exec_create(&plan, &be, &eo, &x, &err);
-        double loss = 0;
-        if (!rc)
-            rc = mpress_exec_step(x, &loss, NULL, &err);
-        CHECK_MSG(rc == 0, "%s", err.text);
-        CHECK_INT(saved_allocs[0], 0);
-        CHECK_INT(saved_allocs[1], plan.micro_batches);
-    }
-    exec_close(&be, x);
+    CHECK_INT(saved_allocs[0], 0);
+    CHECK_INT(saved_allocs[1], plan.micro_batches);
     mpress_plan_finish(&plan);
 }
 
@@ -1234,28 +1233,13 @@ static void test_recompute_in_place(void)
         CHECK_MSG(0, "cannot plan gpt-tiny on 2");
         return;
     }
-    struct mpress_backend be;
-    struct mpress_exec *x = NULL;
     struct mpress_error err;
-    int rc = backend_open(&plan, 0, &be, &err);
+    double loss = 0;
+    rerun_allocs[0] = rerun_allocs[1] = 0;
+    int rc = step_once(&plan, 0, 0, 1, &loss, NULL, NULL, &err);
     CHECK_MSG(rc == 0, "%s", err.text);
-    if (rc == 0) {
-        inner_alloc = be.alloc;
-        be.alloc = counting_alloc;
-        rerun_allocs[0] = rerun_allocs[1] = 0;
-        struct mpress_exec_options eo;
-        mpress_exec_options_init(&eo);
-        eo.data = data;
-        eo.n_data = n_data;
-        rc = mpress_exec_create(&plan, &be, &eo, &x, &err);
-        double loss = 0;
-        if (!rc)
-            rc = mpress_exec_step(x, &loss, NULL, &err);
-        CHECK_MSG(rc == 0, "%s", err.text);
-        CHECK_INT(rerun_allocs[0], 0);
-        CHECK_MSG(rerun_allocs[1] > 0, "no recompute reran an op into a temporary");
-    }
-    exec_close(&be, x);
+    CHECK_INT(rerun_allocs[0], 0);
+    CHECK_MSG(rerun_allocs[1] > 0, "no recompute reran an op into a temporary");
     mpress_plan_finish(&plan);
 }
 
@@ -1319,15 +1303,12 @@ static void test_pins_use_kept_copy(void)
 static void test_wakeups(void)
 {
     struct mpress_plan plan;
-    if (make_swap_plan("gpt-tiny", 2, &plan)) {
-        CHECK_MSG(0, "cannot plan gpt-tiny on 2");
-        return;
-    }
     struct mpress_backend be;
     struct mpress_exec *x;
     struct mpress_error err;
-    int rc = exec_open(&plan, 0, &be, &x, &err);
-    CHECK_MSG(rc == 0, "%s", err.text);
+    int rc = open_swap2(&plan, 0, &be, &x, &err);
+    if (rc < 0)
+        return;
     double loss = 0;
     for (int s = 0; s < 2 && rc == 0; s++) {
         rc = mpress_exec_step(x, &loss, NULL, &err);
