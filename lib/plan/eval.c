@@ -37,6 +37,34 @@ double plan_host_bw(const struct mpress_topology *t)
     return sockets * t->host_memory_bytes_per_s;
 }
 
+/* A recompute on a stage may rerun ops back to the stage's input (layer1.qkv's input from
+ * ln1, ln2's from the residual add). A swapped copy of that input (ln1's saved input: made
+ * before the stage, as large as what the previous stage sends) then comes back with the
+ * recomputes, at the start of the stage's backward, instead of before its own op's backward:
+ * the runtime reads it there, where otherwise it would hold the input as received for every
+ * micro-batch in flight, which the plan does not charge (docs/cost-model.md, "Held stage
+ * inputs"). Its bytes are already in the stage's working memory. j_end: the index after the
+ * stage's last action. */
+static void bring_back_stage_input(const struct mpress_profile *p,
+                                   const struct mpress_plan_stage *st, struct mpress_assignment *a,
+                                   int j_end)
+{
+    if (st->first_op == 0)
+        return;
+    uint64_t in_bytes = p->ops[st->first_op - 1].output_bytes;
+    int j = j_end;
+    for (int i = st->last_op; i >= st->first_op; i--)
+        j -= p->ops[i].n_tensors;
+    for (int i = st->first_op; i <= st->last_op; i++)
+        for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+            const struct mpress_saved_tensor *ts = &p->ops[i].tensors[t];
+            struct mpress_plan_action *ac = &a->actions[j];
+            if ((ac->action == MPRESS_ACTION_HOST_SWAP || ac->action == MPRESS_ACTION_D2D_SWAP) &&
+                ts->recompute_op < st->first_op && ts->bytes == in_bytes)
+                ac->prefetch_before_op = st->last_op;
+        }
+}
+
 int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assignment *a)
 {
     /* Per stage: tasks from the backward slot of an op in micro-batch u back to the same op's
@@ -62,6 +90,8 @@ int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assig
         int span = st->last_op - st->first_op + rec;
         if (swaps && (L < 0 || span < L))
             L = span;
+        if (rec)
+            bring_back_stage_input(p, st, a, j);
     }
     return L < 0 ? 0 : L;
 }

@@ -229,8 +229,10 @@ int exec_plain_copy(const struct mpress_model *m, int c, int j)
 }
 
 /* Whether output (q, 0) has a copy that is certainly on the stage's GPU when the recomputes
- * before the backward of op p run: a kept copy whose backward has not yet come (c <= p), or
- * one recomputed in an earlier batch (later prefetch point) or earlier in the same batch. */
+ * before the backward of op p run: a kept copy whose backward has not yet come (c <= p), one
+ * recomputed in an earlier batch (later prefetch point) or earlier in the same batch, or a
+ * swapped one brought back for an earlier slot, or for this one ahead of its own op's (the
+ * schedule then lands it before the slot's recomputes). */
 int exec_copy_present(const struct mpress_exec *x, int k, int q, int p, int before_op,
                         int before_j)
 {
@@ -245,6 +247,11 @@ int exec_copy_present(const struct mpress_exec *x, int k, int q, int p, int befo
             if (a == MPRESS_ACTION_RECOMPUTE) {
                 int pc = exec_prefetch_point(x, c, j);
                 if (pc > p || (pc == p && (c < before_op || (c == before_op && j < before_j))))
+                    return 1;
+            }
+            if (a == MPRESS_ACTION_HOST_SWAP || a == MPRESS_ACTION_D2D_SWAP) {
+                int pc = exec_prefetch_point(x, c, j);
+                if (c <= p && (pc > p || (pc == p && pc != c)))
                     return 1;
             }
         }

@@ -611,6 +611,14 @@ static int lay_swap_part(struct mpress_sched *s, struct layout *L, int ai, int q
     add_mem(s, &P->mem_end, peer, MPRESS_MEM_PARKED, g, it, m, -b);
     add_edge(s, ev, pf);
     add_edge(s, pf, L->bwd[u * n_ops + p]);
+    if (p != a->op) {
+        /* brought back for an earlier slot than its op's (a recompute there reads it: the
+         * stage input's copy, docs/schedule.md): before the slot's recomputes, and not before
+         * the previous micro-batch's backward of its op has freed that one's copy */
+        add_edge(s, pf, s->seq[k][L->bslot_pos[u * n_ops + p]]);
+        if (u > 0)
+            add_edge(s, L->bwd[(u - 1) * n_ops + a->op], pf);
+    }
     return pf;
 }
 

@@ -337,6 +337,44 @@ int main(void)
         mpress_assignment_finish(&one);
     }
 
+    /* The stage input's copy comes back with the recomputes: op1 saves its input (made by
+     * op0 on the previous stage, as large as op0's output), op2 saves op1's output. With op1's
+     * copy swapped and op2's input recomputed (rerun from op1, which reads the stage input),
+     * the copy is prefetched before the stage's last op, where recomputes run; kept or
+     * without a recompute it waits at its own op, and so does a tensor made before the stage
+     * that is not the whole input (a slice of it, as q of a qkv output). */
+    {
+        struct mpress_profile q;
+        tiny_profile_init(&q);
+        tiny_op(&q, "mlp", 0.010, 0, 5, 0);
+        struct mpress_op *o1 = tiny_op(&q, "layernorm", 0.010, 0, 5, 1);
+        o1->tensors[0].bytes = 5 * MB;
+        o1->tensors[0].recompute_op = 0;
+        struct mpress_op *o2 = tiny_op(&q, "qkv", 0.010, 0, 5, 1);
+        o2->tensors[0].bytes = 5 * MB;
+        o2->tensors[0].recompute_op = 1;
+        struct mpress_assignment two;
+        CHECK_INT(mpress_assignment_init(&two, &q, &err), 0);
+        two.n_stages = 2;
+        two.stages[0] = (struct mpress_plan_stage){0, 0, 0, 0};
+        two.stages[1] = (struct mpress_plan_stage){1, 2, 1, 0};
+        for (int kind = MPRESS_ACTION_HOST_SWAP; kind <= MPRESS_ACTION_D2D_SWAP; kind++) {
+            set(&two, 0, (enum mpress_action)kind);
+            set(&two, 1, MPRESS_ACTION_RECOMPUTE);
+            plan_schedule_prefetches(&q, &two);
+            CHECK_INT(two.actions[0].prefetch_before_op, 2);
+            set(&two, 1, MPRESS_ACTION_KEEP);
+            plan_schedule_prefetches(&q, &two);
+            CHECK_INT(two.actions[0].prefetch_before_op, 1);
+        }
+        set(&two, 1, MPRESS_ACTION_RECOMPUTE);
+        q.ops[1].tensors[0].bytes = 5 * MB / 3;
+        plan_schedule_prefetches(&q, &two);
+        CHECK_INT(two.actions[0].prefetch_before_op, 1);
+        mpress_assignment_finish(&two);
+        mpress_profile_finish(&q);
+    }
+
     /* Short by half a MB: capacity 379.5 MB against a peak of 380 MB. */
     set(&a, 0, MPRESS_ACTION_KEEP);
     t.gpus[0].memory_bytes = 379 * MB + MB / 2;

@@ -199,9 +199,9 @@ def main():
         if py is None:
             print("skipped: torch cannot be imported or installed", file=sys.stderr)
             return 77
-        if py != sys.executable:
-            return subprocess.run([py] + sys.argv).returncode
-        import torch  # noqa: F401,F811
+        # a fresh interpreter: one that was installed into just now with `pip --user` has no
+        # user site directory on its path if that directory did not exist when it started
+        return subprocess.run([py] + sys.argv).returncode
     ok = True
     for model in models:
         path = os.path.join(outdir, "torch-check-%s.bin" % model)

@@ -481,6 +481,47 @@ static void test_saved_input_once(void)
     }
 }
 
+/* A swapped tensor brought back for an earlier slot than its op's (the planner does so for a
+ * stage input's copy that a recompute reads, docs/schedule.md): one stage of op0 and op1, op0's
+ * tensor host-swapped (0.5 GB at 1 GB/s) and due before op1's backward, op1's recomputed there.
+ * 1F1B, lookahead 0: F0 [0,1], evict [1,1.5], F1 [1,2]; the prefetch is issued as F1 ends,
+ * [2,2.5], and the recompute waits for it: [2.5,3] (it ran at [2,2.5] without the tensor before).
+ * GPipe, lookahead 2: F0 F1 of both micro-batches [0,4]; micro-batch 0's prefetch issued as its
+ * F1 ends, [2,2.5]; R [4,4.5], B1 [4.5,6.5], B0 [6.5,8.5]. Micro-batch 1's prefetch, which the
+ * lookahead issues as R of micro-batch 0 ends (4.5), waits until B0 of micro-batch 0 has freed
+ * that one's copy: [8.5,9], and its R [9,9.5] (two copies of the tensor stood on the GPU from
+ * 5 to 8.5 before). */
+static void test_prefetch_for_recompute(void)
+{
+    for (int gpipe = 0; gpipe < 2; gpipe++) {
+        struct fixture f;
+        fixture_init(&f, 2, GB / 2);
+        f.plan.n_stages = 1;
+        f.stages[0] = (struct mpress_plan_stage){0, 1, 0, 0};
+        f.ops[0].output_bytes = 0;
+        add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
+        add_action(&f, 1, MPRESS_ACTION_RECOMPUTE);
+        f.actions[0].prefetch_before_op = 1;
+        if (gpipe) {
+            f.plan.schedule = MPRESS_SCHEDULE_GPIPE;
+            f.plan.prefetch_lookahead = 2;
+        }
+        struct mpress_sim *s = run(&f, 1);
+        if (!s)
+            return;
+        if (!gpipe) {
+            CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.5);
+            CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 0), 2.5, 3);
+        } else {
+            CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.5);
+            CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 0), 4, 4.5);
+            CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 1), 8.5, 9);
+            CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 1), 9, 9.5);
+        }
+        mpress_sim_destroy(s);
+    }
+}
+
 static void test_out_of_memory(void)
 {
     struct fixture f;
@@ -935,6 +976,7 @@ int main(void)
     test_schedules_in_flight();
     test_out_of_memory();
     test_saved_input_once();
+    test_prefetch_for_recompute();
     test_rejects();
     test_rejects_d2d_no_nvlink();
     test_nvswitch_ports();
