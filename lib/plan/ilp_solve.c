@@ -462,13 +462,14 @@ static int explain_infeasible(const struct mpress_profile *p, const struct mpres
     mpress_assignment_finish(&a);
     const char *how = host ? "with every saved tensor recomputed and every optimizer on the host"
                            : "with every saved tensor recomputed";
+    char over[32], cap[32];
     if (ev.short_gpu >= 0)
         return mpress_error_set(err, MPRESS_EINFEASIBLE,
                                 "no plan fits: %s (even partition), GPU %d is still short by "
-                                "%llu bytes (%.2f GiB over its %.2f GiB)",
+                                "%llu bytes (%s over its %s)",
                                 how, ev.short_gpu, (unsigned long long)ev.short_bytes,
-                                ev.short_bytes / 1073741824.0,
-                                ev.gpus[ev.short_gpu].capacity / 1073741824.0);
+                                plan_fmt_size(over, ev.short_bytes),
+                                plan_fmt_size(cap, ev.gpus[ev.short_gpu].capacity));
     if (ev.host_short > 0)
         return mpress_error_set(err, MPRESS_EINFEASIBLE,
                                 "no plan fits: %s (even partition), host memory is still short "

@@ -53,13 +53,15 @@ static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
                          "no plan fits: in the closest plan (%s) GPU %d evicts more than its "
                          "links drain during one forward (backlog %llu bytes)",
                          policy, ev->drain_gpu, (unsigned long long)ev->drain_short);
-    else if (ev->short_gpu >= 0)
+    else if (ev->short_gpu >= 0) {
+        char over[32], cap[32];
         mpress_error_set(err, MPRESS_EINFEASIBLE,
                          "no plan fits: in the closest plan (%s) GPU %d is short by %llu bytes "
-                         "(%.2f GiB over its %.2f GiB)",
+                         "(%s over its %s)",
                          policy, ev->short_gpu, (unsigned long long)ev->short_bytes,
-                         ev->short_bytes / 1073741824.0,
-                         ev->gpus[ev->short_gpu].capacity / 1073741824.0);
+                         plan_fmt_size(over, ev->short_bytes),
+                         plan_fmt_size(cap, ev->gpus[ev->short_gpu].capacity));
+    }
     else
         mpress_error_set(err, MPRESS_EINFEASIBLE,
                          "no plan fits: in the closest plan (%s) host memory is short by %llu "
