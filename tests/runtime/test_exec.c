@@ -1298,17 +1298,17 @@ static void test_pins_use_kept_copy(void)
 }
 
 /* A recompute whose chain reaches the stage input (layer.qkv's input, rerun from ln1) while
- * ln1's saved copy of that input is host-swapped: the plan brings the copy back with the
+ * ln1's saved copy of that input is host- or D2D-swapped (1F1B and GPipe): the plan brings the copy back with the
  * stage's recomputes (the planner sets its prefetch_before_op to the stage's last op), and the
  * executor reads it there instead of holding the stage input as received for every
  * micro-batch in flight, which the plan does not charge (bert-tiny on 4 emulated 600 KiB
  * devices at 3e8 bytes/s ran out of memory by 640 bytes so). The stage keeps, at most, its
  * other saved tensors for each micro-batch in flight, and the run matches keep-everything bit
  * for bit, throttled too. */
-static void test_swapped_input_serves_recompute(void)
+static void test_swapped_input_serves_recompute(enum mpress_schedule schedule, int d2d)
 {
     struct mpress_plan plan;
-    if (make_plan("gpt-tiny", 4, "none", &plan)) {
+    if (make_plan_with("gpt-tiny", 4, "none", "emu4-64m.json", schedule, &plan)) {
         CHECK_MSG(0, "cannot plan gpt-tiny on 4");
         return;
     }
@@ -1335,7 +1335,10 @@ static void test_swapped_input_serves_recompute(void)
             continue;
         const char *name = pr->ops[a->op].tensors[a->tensor].name;
         if ((a->op == ln1 || a->op == qkv) && strcmp(name, "input") == 0) {
-            set_action(a, a->op == ln1 ? MPRESS_ACTION_HOST_SWAP : MPRESS_ACTION_RECOMPUTE);
+            if (a->op == ln1 && d2d)
+                set_d2d(&plan, a);
+            else
+                set_action(a, a->op == ln1 ? MPRESS_ACTION_HOST_SWAP : MPRESS_ACTION_RECOMPUTE);
             a->prefetch_before_op = st->last_op;
             changed++;
         } else {
@@ -1344,7 +1347,8 @@ static void test_swapped_input_serves_recompute(void)
     }
     CHECK_INT(changed, 2);
     int S = plan.n_stages, M = plan.micro_batches;
-    uint64_t inflight = (uint64_t)(S - k < M ? S - k : M);
+    uint64_t inflight = schedule == MPRESS_SCHEDULE_GPIPE ? (uint64_t)M
+                                                           : (uint64_t)(S - k < M ? S - k : M);
     CHECK_MSG(inflight > 1, "stage %d has %llu micro-batches in flight", k,
               (unsigned long long)inflight);
     double loss_keep = 0;
@@ -1364,8 +1368,11 @@ static void test_swapped_input_serves_recompute(void)
             int g = st->gpu;
             CHECK_INT(mpress_exec_pinned_bytes(x, g), 0);
             rc = mpress_exec_step(x, &loss, NULL, &err);
-            CHECK_MSG(rc == 0, "%s", err.text);
-            CHECK_MSG(memcmp(&loss_keep, &loss, sizeof(double)) == 0, "loss %.9g, keep %.9g",
+            CHECK_MSG(rc == 0, "%s%s: %s", schedule == MPRESS_SCHEDULE_GPIPE ? "gpipe" : "1f1b",
+                      d2d ? " d2d" : "", err.text);
+            CHECK_MSG(memcmp(&loss_keep, &loss, sizeof(double)) == 0,
+                      "%s%s: loss %.9g, keep %.9g",
+                      schedule == MPRESS_SCHEDULE_GPIPE ? "gpipe" : "1f1b", d2d ? " d2d" : "",
                       loss, loss_keep);
             uint64_t cap, peak, at[MPRESS_MEM_KINDS], mx[MPRESS_MEM_KINDS];
             be.memory(be.ctx, g, &cap, &peak, at, mx);
@@ -1419,7 +1426,10 @@ int main(void)
     test_saved_handover();
     test_recompute_in_place();
     test_pins_use_kept_copy();
-    test_swapped_input_serves_recompute();
+    for (int d2d = 0; d2d < 2; d2d++) {
+        test_swapped_input_serves_recompute(MPRESS_SCHEDULE_1F1B, d2d);
+        test_swapped_input_serves_recompute(MPRESS_SCHEDULE_GPIPE, d2d);
+    }
     test_wait_for_memory();
     test_pinned_workers();
     test_wakeups();
