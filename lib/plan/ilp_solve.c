@@ -692,8 +692,10 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_intopt failed (code %d)", ret);
     if (status != GLP_OPT && status != GLP_FEAS)
         return mpress_error_set(err, MPRESS_ESYSTEM,
-                                "the solver stopped (%s) before finding any plan",
-                                ret == GLP_ETMLIM ? "time limit" : "node limit");
+                                "the solver stopped (%s) before finding any plan or proving "
+                                "that none fits (no baseline fits); a larger %s may decide",
+                                ret == GLP_ETMLIM ? "time limit" : "node limit",
+                                ret == GLP_ETMLIM ? "--time-limit" : "--node-limit");
     solve_stats(sv, o, ret, status, stats);
     stats->nodes += pre_nodes;
     double *x = solution(sv, in, o, stats);

@@ -1,0 +1,1 @@
+"$MPRESS" topo emulate --devices 3 --memory 550KiB -o t.json >/dev/null && "$MPRESS" plan "$SRC/tests/plan/data/gpt-tiny.host.json" --topology t.json --gpus 3 --node-limit 1 -o p.json; echo "rc $?"; "$MPRESS" plan "$SRC/tests/plan/data/gpt-tiny.host.json" --topology t.json --gpus 3 -o p.json; echo "rc $?"; ls
