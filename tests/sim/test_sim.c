@@ -490,28 +490,38 @@ static void test_saved_input_once(void)
  * F1 ends, [2,2.5]; R [4,4.5], B1 [4.5,6.5], B0 [6.5,8.5]. Micro-batch 1's prefetch, which the
  * lookahead issues as R of micro-batch 0 ends (4.5), waits until B0 of micro-batch 0 has freed
  * that one's copy: [8.5,9], and its R [9,9.5] (two copies of the tensor stood on the GPU from
- * 5 to 8.5 before). */
+ * 5 to 8.5 before). D2D in two shares of 0.25 GB over NVLinks of 2 GB/s (1F1B): both come
+ * back over [2,2.125] on their own engines, and the recompute runs [2.125,2.625]. */
 static void test_prefetch_for_recompute(void)
 {
-    for (int gpipe = 0; gpipe < 2; gpipe++) {
+    for (int variant = 0; variant < 3; variant++) { /* 1F1B host, GPipe host, 1F1B D2D */
         struct fixture f;
         fixture_init(&f, 2, GB / 2);
         f.plan.n_stages = 1;
         f.stages[0] = (struct mpress_plan_stage){0, 1, 0, 0};
         f.ops[0].output_bytes = 0;
-        add_action(&f, 0, MPRESS_ACTION_HOST_SWAP);
+        add_action(&f, 0, variant == 2 ? MPRESS_ACTION_D2D_SWAP : MPRESS_ACTION_HOST_SWAP);
+        if (variant == 2) { /* D2D in two shares: both land before the recompute */
+            f.actions[0].n_peers = 2;
+            f.actions[0].peers[0] = 1;
+            f.actions[0].peers[1] = 2;
+            f.actions[0].peer_bytes[0] = f.actions[0].peer_bytes[1] = GB / 4;
+        }
         add_action(&f, 1, MPRESS_ACTION_RECOMPUTE);
         f.actions[0].prefetch_before_op = 1;
-        if (gpipe) {
+        if (variant == 1) {
             f.plan.schedule = MPRESS_SCHEDULE_GPIPE;
             f.plan.prefetch_lookahead = 2;
         }
         struct mpress_sim *s = run(&f, 1);
         if (!s)
             return;
-        if (!gpipe) {
+        if (variant == 0) {
             CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.5);
             CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 0), 2.5, 3);
+        } else if (variant == 2) {
+            CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.125);
+            CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 0), 2.125, 2.625);
         } else {
             CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.5);
             CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 0), 4, 4.5);
