@@ -675,7 +675,8 @@ static void form_slot_memory(struct form *f, int k)
         for (int j = 0; j < N; j++)
             if (c->e[IX2(j, g, G)])
                 ilp_row_add(m, c->e[IX2(j, g, G)], plan_in_flight(f->sched, N, j, M));
-        double cap = ((double)topo->gpus[g].memory_bytes * (1 - PLAN_MEM_MARGIN) -
+        double mem = (double)topo->gpus[g].memory_bytes;
+        double cap = (mem - fmax(mem * PLAN_MEM_MARGIN, PLAN_MEM_MARGIN_BYTES) -
                       (double)topo->gpus[g].reserve_bytes) / GB;
         add_x(m, in, c, k, g, bigM);
         ilp_name(nm, "mem_%d_%d", k, g, 0);

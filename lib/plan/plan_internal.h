@@ -13,6 +13,10 @@
  * (1e-7 relative, after scaling) and rounding D2D byte shares to integers must never turn a
  * MILP plan into one the evaluator finds short. */
 #define PLAN_MEM_MARGIN 1e-5
+/* and at least this many bytes: on small devices the tolerance, 1e-7 of the MILP's GB unit,
+ * is about 100 bytes, more than the fraction (bert-tiny, GPipe, on 8 emulated 800 KiB devices:
+ * exit 4, "the MILP's plan does not fit when evaluated (GPU 2 short by 16 bytes)") */
+#define PLAN_MEM_MARGIN_BYTES 1024.0
 
 /* Share of a link's bandwidth that one micro-batch's evictions may need during the stage's
  * forward (the drain rows). Below 1 because an eviction starts only after its op's forward
