@@ -486,8 +486,9 @@ static void test_saved_input_once(void)
  * tensor host-swapped (0.5 GB at 1 GB/s) and due before op1's backward, op1's recomputed there.
  * 1F1B, lookahead 0: F0 [0,1], evict [1,1.5], F1 [1,2]; the prefetch is issued as F1 ends,
  * [2,2.5], and the recompute waits for it: [2.5,3] (it ran at [2,2.5] without the tensor before).
- * GPipe, lookahead 2: F0 F1 of both micro-batches [0,4]; micro-batch 0's prefetch issued as its
- * F1 ends, [2,2.5]; R [4,4.5], B1 [4.5,6.5], B0 [6.5,8.5]. Micro-batch 1's prefetch, which the
+ * GPipe, lookahead 2: F0 F1 of both micro-batches [0,4]; micro-batch 0's prefetch, which the
+ * lookahead issues as its F1 ends (2), waits until micro-batch 1's copy, the last forward's,
+ * has left ([3,3.5], after that F0 [2,3]): [3.5,4]; R [4,4.5], B1 [4.5,6.5], B0 [6.5,8.5]. Micro-batch 1's prefetch, which the
  * lookahead issues as R of micro-batch 0 ends (4.5), waits until B0 of micro-batch 0 has freed
  * that one's copy: [8.5,9], and its R [9,9.5] (two copies of the tensor stood on the GPU from
  * 5 to 8.5 before). D2D in two shares of 0.25 GB over NVLinks of 2 GB/s (1F1B): both come
@@ -523,7 +524,7 @@ static void test_prefetch_for_recompute(void)
             CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.125);
             CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 0), 2.125, 2.625);
         } else {
-            CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 2, 2.5);
+            CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 3.5, 4);
             CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 0), 4, 4.5);
             CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 1), 8.5, 9);
             CHECK_SPAN(find(s, MPRESS_SIM_RECOMPUTE, 0, 0, 1), 9, 9.5);
