@@ -23,23 +23,6 @@ static void help(void)
            "  -h, --help   show this help\n\n" CLI_EXIT_CODES);
 }
 
-/* Bytes in binary units, e.g. "3.86 MiB", into buf. */
-static const char *human(uint64_t bytes, char *buf, size_t size)
-{
-    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
-    else
-        snprintf(buf, size, "%.2f %s", v, units[u]);
-    return buf;
-}
-
 static int file_version(const char *file)
 {
     struct mpress_json_doc doc;
@@ -82,7 +65,7 @@ static int summarize_topology(const char *file, struct mpress_error *err)
     char mem[32];
     printf(", %d PCIe switch%s, %d socket%s, %s host memory\n", t.n_switches,
            t.n_switches == 1 ? "" : "es", t.n_sockets, t.n_sockets == 1 ? "" : "s",
-           human(t.host_memory_bytes, mem, sizeof(mem)));
+           mpress_format_bytes(t.host_memory_bytes, mem, sizeof(mem)));
     return 0;
 }
 
@@ -98,7 +81,7 @@ static int summarize_profile(const char *file, struct mpress_error *err)
     printf("%s (%s, %s): %d ops, %" PRIu64 " parameters, %d saved tensors, %s saved per "
            "micro-batch\n",
            p.model.name, p.source, p.device, p.n_ops, mpress_profile_params(&p), tensors,
-           human(mpress_profile_saved_bytes(&p), saved, sizeof(saved)));
+           mpress_format_bytes(mpress_profile_saved_bytes(&p), saved, sizeof(saved)));
     mpress_profile_finish(&p);
     return 0;
 }

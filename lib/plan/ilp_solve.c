@@ -468,8 +468,9 @@ static int explain_infeasible(const struct mpress_profile *p, const struct mpres
                                 "no plan fits: %s (even partition), GPU %d is still short by "
                                 "%llu bytes (%s over its %s)",
                                 how, ev.short_gpu, (unsigned long long)ev.short_bytes,
-                                plan_fmt_size(over, ev.short_bytes),
-                                plan_fmt_size(cap, ev.gpus[ev.short_gpu].capacity));
+                                mpress_format_bytes(ev.short_bytes, over, sizeof(over)),
+                                mpress_format_bytes(ev.gpus[ev.short_gpu].capacity, cap,
+                                                    sizeof(cap)));
     if (ev.host_short > 0)
         return mpress_error_set(err, MPRESS_EINFEASIBLE,
                                 "no plan fits: %s (even partition), host memory is still short "

@@ -3,7 +3,6 @@
 #define MPRESS_PLAN_INTERNAL_H
 
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "mpress/model.h"
@@ -126,24 +125,6 @@ static inline int plan_same_class(const struct mpress_op *oa,
 {
     return strcmp(oa->kind, ob->kind) == 0 && strcmp(ta->name, tb->name) == 0 &&
            ta->bytes == tb->bytes && ta->recompute_s == tb->recompute_s;
-}
-
-/* bytes as a size a reader can take in at any scale: "17.83 GiB", "338.00 KiB", "640 bytes"
- * (an emulated device of 500 KiB read "0.00 GiB over its 0.00 GiB" before). */
-static inline const char *plan_fmt_size(char buf[32], uint64_t bytes)
-{
-    static const char *const unit[] = {"KiB", "MiB", "GiB"};
-    double v = (double)bytes;
-    int u = -1;
-    while (u < 2 && v >= 1024) {
-        v /= 1024;
-        u++;
-    }
-    if (u < 0)
-        snprintf(buf, 32, "%llu bytes", (unsigned long long)bytes);
-    else
-        snprintf(buf, 32, "%.2f %s", v, unit[u]);
-    return buf;
 }
 
 /* Total saved tensors of a profile. */

@@ -59,8 +59,9 @@ static void explain_short(const struct mpress_plan_eval *ev, const char *policy,
                          "no plan fits: in the closest plan (%s) GPU %d is short by %llu bytes "
                          "(%s over its %s)",
                          policy, ev->short_gpu, (unsigned long long)ev->short_bytes,
-                         plan_fmt_size(over, ev->short_bytes),
-                         plan_fmt_size(cap, ev->gpus[ev->short_gpu].capacity));
+                         mpress_format_bytes(ev->short_bytes, over, sizeof(over)),
+                         mpress_format_bytes(ev->gpus[ev->short_gpu].capacity, cap,
+                                             sizeof(cap)));
     }
     else
         mpress_error_set(err, MPRESS_EINFEASIBLE,

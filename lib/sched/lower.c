@@ -636,10 +636,6 @@ static int lay_swaps(struct mpress_sched *s, struct layout *L, struct mpress_err
     const struct mpress_plan *plan = s->plan;
     int n_ops = plan->profile.n_ops;
     int *trig = NULL, cap = 0, n = 0, U = s->N * s->M;
-    int gpipe = plan->schedule == MPRESS_SCHEDULE_GPIPE;
-    int *ev_of = gpipe ? malloc(sizeof(int) * (size_t)U * MPRESS_MAX_GPUS) : NULL;
-    if (gpipe && !ev_of)
-        return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
     for (int ai = 0; ai < plan->n_actions && !s->failed; ai++) {
         const struct mpress_plan_action *a = &plan->actions[ai];
         if (a->action != MPRESS_ACTION_HOST_SWAP && a->action != MPRESS_ACTION_D2D_SWAP)
@@ -647,23 +643,22 @@ static int lay_swaps(struct mpress_sched *s, struct layout *L, struct mpress_err
         int k = stage_of_op(plan, a->op);
         int p = a->prefetch_before_op;
         int parts = a->action == MPRESS_ACTION_HOST_SWAP ? 1 : a->n_peers;
+        int n0 = n; /* trig[3 (n0 + u parts + q) ..]: trigger, prefetch, eviction */
         for (int u = 0; u < U; u++)
             for (int q = 0; q < parts; q++) {
                 int ev = -1;
                 int pf = lay_swap_part(s, L, ai, q, u, &ev);
                 if (pf < 0)
                     break;
-                if (ev_of)
-                    ev_of[u * MPRESS_MAX_GPUS + q] = ev;
-                if (n == INT_MAX / 2 || sched_grow((void **)&trig, &cap, 2 * n + 2, sizeof(int))) {
+                if (n == INT_MAX / 3 || sched_grow((void **)&trig, &cap, 3 * n + 3, sizeof(int))) {
                     free(trig);
-                    free(ev_of);
                     return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
                 }
                 /* issued when the task prefetch_lookahead places before the slot ends */
                 int at = L->bslot_pos[u * n_ops + p] - 1 - plan->prefetch_lookahead;
-                trig[2 * n] = at >= 0 ? s->seq[k][at] : -1;
-                trig[2 * n + 1] = pf;
+                trig[3 * n] = at >= 0 ? s->seq[k][at] : -1;
+                trig[3 * n + 1] = pf;
+                trig[3 * n + 2] = ev;
                 n++;
             }
         /* GPipe: a backward pass's prefetch of a tensor also waits until the same tensor of
@@ -673,19 +668,19 @@ static int lay_swaps(struct mpress_sched *s, struct layout *L, struct mpress_err
          * emulated 650 KiB devices, every tensor host-swapped: the last stage peaked 28 %
          * above its prediction in the simulator, 26 % on the host backend). Once an
          * iteration, so it costs at most one copy's time there. */
-        for (int u = 0; ev_of && u < U && !s->failed; u++) {
+        if (plan->schedule != MPRESS_SCHEDULE_GPIPE || s->failed)
+            continue;
+        for (int u = 0; u < U; u++) {
             int last = (u / s->M) * s->M + s->M - 1;
-            if (u == last || s->failed)
-                continue;
-            for (int q = 0; q < parts; q++)
-                add_edge(s, ev_of[last * MPRESS_MAX_GPUS + q], trig[2 * (n - U * parts + u * parts + q) + 1]);
+            for (int q = 0; q < parts && u != last; q++)
+                add_edge(s, trig[3 * (n0 + last * parts + q) + 2],
+                         trig[3 * (n0 + u * parts + q) + 1]);
         }
     }
-    free(ev_of);
     /* Prefetches that one task releases queue on their engine in the order the backward needs
      * them: the highest op first, so the trigger edges go in reverse profile order. */
     for (int i = n - 1; i >= 0; i--)
-        add_edge(s, trig[2 * i], trig[2 * i + 1]);
+        add_edge(s, trig[3 * i], trig[3 * i + 1]);
     free(trig);
     return 0;
 }

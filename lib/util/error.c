@@ -79,3 +79,19 @@ void mpress_error_format(const struct mpress_error *err, char *buf, size_t size)
         append(buf, size, &n, "%s: ", err->path);
     append(buf, size, &n, "%s", err->text[0] ? err->text : "unknown error");
 }
+
+const char *mpress_format_bytes(unsigned long long bytes, char *buf, size_t size)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%llu bytes", bytes);
+    else
+        snprintf(buf, size, "%.2f %s", v, units[u]);
+    return buf;
+}

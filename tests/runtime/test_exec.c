@@ -1298,9 +1298,9 @@ static void test_pins_use_kept_copy(void)
 }
 
 /* A recompute whose chain reaches the stage input (layer.qkv's input, rerun from ln1) while
- * ln1's saved copy of that input is host- or D2D-swapped (1F1B and GPipe): the plan brings the copy back with the
- * stage's recomputes (the planner sets its prefetch_before_op to the stage's last op), and the
- * executor reads it there instead of holding the stage input as received for every
+ * ln1's saved copy of that input is host- or D2D-swapped (1F1B and GPipe): the plan brings
+ * the copy back with the stage's recomputes (the planner sets its prefetch_before_op to the
+ * stage's last op), and the executor reads it there instead of holding the stage input as received for every
  * micro-batch in flight, which the plan does not charge (bert-tiny on 4 emulated 600 KiB
  * devices at 3e8 bytes/s ran out of memory by 640 bytes so). The stage keeps, at most, its
  * other saved tensors for each micro-batch in flight, and the run matches keep-everything bit

@@ -488,8 +488,8 @@ static void test_saved_input_once(void)
  * [2,2.5], and the recompute waits for it: [2.5,3] (it ran at [2,2.5] without the tensor before).
  * GPipe, lookahead 2: F0 F1 of both micro-batches [0,4]; micro-batch 0's prefetch, which the
  * lookahead issues as its F1 ends (2), waits until micro-batch 1's copy, the last forward's,
- * has left ([3,3.5], after that F0 [2,3]): [3.5,4]; R [4,4.5], B1 [4.5,6.5], B0 [6.5,8.5]. Micro-batch 1's prefetch, which the
- * lookahead issues as R of micro-batch 0 ends (4.5), waits until B0 of micro-batch 0 has freed
+ * has left ([3,3.5], after that F0 [2,3]): [3.5,4]; R [4,4.5], B1 [4.5,6.5], B0 [6.5,8.5].
+ * Micro-batch 1's prefetch, which the lookahead issues as R of micro-batch 0 ends (4.5), waits until B0 of micro-batch 0 has freed
  * that one's copy: [8.5,9], and its R [9,9.5] (two copies of the tensor stood on the GPU from
  * 5 to 8.5 before). D2D in two shares of 0.25 GB over NVLinks of 2 GB/s (1F1B): both come
  * back over [2,2.125] on their own engines, and the recompute runs [2.125,2.625]. */

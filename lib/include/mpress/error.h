@@ -53,6 +53,11 @@ int mpress_error_at(struct mpress_error *err, int code, const char *file, int li
 MPRESS_API
 void mpress_error_format(const struct mpress_error *err, char *buf, size_t size);
 
+/* bytes in binary units for messages, into buf: "640 bytes", "338.00 KiB", "17.83 GiB".
+ * Returns buf. */
+MPRESS_API
+const char *mpress_format_bytes(unsigned long long bytes, char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif
