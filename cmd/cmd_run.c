@@ -12,6 +12,10 @@
 #include "mpress/runtime.h"
 #include "mpress/sim.h"
 
+/* The host backend's --report (docs/formats.md, "Host run report"); a file of this kind may
+ * be overwritten by the next host run, as a simulation report by the next simulation. */
+#define HOST_REPORT_FORMAT "mpress-run-report"
+
 static void help(void)
 {
     printf("usage: mpress run PLAN [--backend sim] [--iterations N] [--report FILE.json]\n"
@@ -378,7 +382,7 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
     be.memory(be.ctx, MPRESS_RT_HOST, NULL, &hpeak, hat, hmx);
     printf("  host: peak %llu bytes\n", (unsigned long long)hpeak);
     if (ho->report) {
-        json_object_set_new(root, "format", json_string("mpress-run-report"));
+        json_object_set_new(root, "format", json_string(HOST_REPORT_FORMAT));
         json_object_set_new(root, "version", json_integer(1));
         json_object_set_new(root, "backend", json_string("host"));
         json_object_set_new(root, "model", json_string(mc->name));
@@ -544,7 +548,8 @@ int cmd_run(int argc, char **argv)
         return cli_usage("run", "one PLAN only, got '%s' too", argv[optind + 1]);
     const char *file = argv[optind];
     const char *inputs[] = {file, NULL};
-    if ((report && cli_check_output("run", "--report", report, MPRESS_SIM_REPORT_FORMAT,
+    if ((report && cli_check_output("run", "--report", report,
+                                    host ? HOST_REPORT_FORMAT : MPRESS_SIM_REPORT_FORMAT,
                                     inputs)) ||
         (trace && cli_check_output("run", "--trace", trace, CLI_KIND_TRACE, inputs)) ||
         (svg && cli_check_output("run", "--svg", svg, CLI_KIND_SVG, inputs)) ||
