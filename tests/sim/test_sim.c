@@ -533,6 +533,59 @@ static void test_prefetch_for_recompute(void)
     }
 }
 
+/* GPipe with a slower receiver: a sender a whole pass ahead must not pile up send buffers.
+ * Four micro-batches, tensors kept (0.5 GB each), states and reserve 0.7 GB.
+ * Forward (stage 1's op takes 3 s): s0 F0 [0,1] F1 [1,2] F2 [2,3]; each copy waits for the
+ * receiver's previous consumer: act0 [1,1.5], s1 F0 [1.5,4.5], act1 [4.5,5], s1 F1 [5,8], act2
+ * [8,8.5], s1 F2 [8.5,11.5], act3 [11.5,12], s1 F3 [12,15]. s0 F3 waits until act1 has left:
+ * [5,6] (it ran [3,4] before, and gpu 0 then held buffers 1, 2 and 3 at t=4: 0.7 + 4 x 0.5 + 3
+ * = 5.7 GB). Now gpu 0 peaks when F3 ends, at 6: 0.7 + 2 + buffers 2 and 3 = 4.7 GB, the cost
+ * model's 2 (X_(k-1) + X_k) of buffers. Backward: s1 B0 [15,17], B1 [17,19], B2 [19,21], B3
+ * [21,23]; grad0 [17,17.5], s0 B0 [17.5,19.5], grad1 [19.5,20], s0 B1 [20,22], grad2 [22,22.5],
+ * s0 B2 [22.5,24.5], grad3 [24.5,25], s0 B3 [25,27], step [27,27.25]: the same 27.25 s either way.
+ * Backward (stage 0's op takes 6 s, stage 1's forward 1 s): forwards [0,4] on s0, s1 F3
+ * [6,7]; s1 B0 [7,9], grad0 [9,9.5], s1 B1 [9,11], s0 B0 [9.5,15.5], grad1 [15.5,16], s1 B2
+ * [11,13]; s1 B3 waits until grad1 has left: [16,18] (before [13,15], and gpu 1 held gradient
+ * buffers 1, 2 and 3 at t=15.5: 0.7 + 3 = 3.7 GB); now at 15.5 it holds B3's tensor and buffers 1
+ * and 2: 3.2 GB. s0 B1 [16,22], grad2 [22,22.5], s0 B2 [22.5,28.5], grad3 [28.5,29], s0 B3
+ * [29,35], step [35,35.25]. */
+static void test_gpipe_send_buffers(void)
+{
+    for (int slow_bwd = 0; slow_bwd < 2; slow_bwd++) {
+        struct fixture f;
+        fixture_init(&f, 4, GB / 2);
+        f.plan.schedule = MPRESS_SCHEDULE_GPIPE;
+        if (slow_bwd)
+            f.ops[0].bwd_s = 6;
+        else
+            f.ops[1].fwd_s = 3;
+        struct mpress_sim *s = run(&f, 1);
+        if (!s)
+            return;
+        const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+        if (!slow_bwd) {
+            CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 0, 0, 2), 2, 3);
+            CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 0, 0, 3), 5, 6);
+            CHECK_SPAN(find(s, MPRESS_SIM_SEND_ACT, 0, 0, 3), 11.5, 12);
+            CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 1, 0, 3), 12, 15);
+            CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 3), 25, 27);
+            CHECK_INT(S->gpus[0].peak, 47 * GB / 10);
+            CHECK_NEAR(S->gpus[0].peak_time_s, 6, 1e-12);
+            CHECK_INT(S->gpus[0].at_peak[MPRESS_SIM_MEM_BUFFERS], 2 * GB);
+            CHECK_INT(mpress_sim_memory_at(s, 0, 4.5), 42 * GB / 10);
+            CHECK_NEAR(S->iteration_s, 27.25, 1e-9);
+        } else {
+            CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 1, 0, 2), 11, 13);
+            CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 1, 0, 3), 16, 18);
+            CHECK_SPAN(find(s, MPRESS_SIM_SEND_GRAD, 1, 0, 3), 28.5, 29);
+            CHECK_SPAN(find(s, MPRESS_SIM_OPTIMIZER, 1, 0, -1), 18, 18.25);
+            CHECK_INT(mpress_sim_memory_at(s, 1, 15.5), 32 * GB / 10);
+            CHECK_NEAR(S->iteration_s, 35.25, 1e-9);
+        }
+        mpress_sim_destroy(s);
+    }
+}
+
 static void test_out_of_memory(void)
 {
     struct fixture f;
@@ -988,6 +1041,7 @@ int main(void)
     test_out_of_memory();
     test_saved_input_once();
     test_prefetch_for_recompute();
+    test_gpipe_send_buffers();
     test_rejects();
     test_rejects_d2d_no_nvlink();
     test_nvswitch_ports();
