@@ -22,7 +22,7 @@ static void help(void)
            "                       [--trace FILE.json] [--svg FILE.svg]\n"
            "       mpress run PLAN --backend host [--steps N] [--save FILE] [--load FILE]\n"
            "                       [--data FILE] [--seed N] [--lr X] [--throttle]\n"
-           "                       [--wait-for-memory] [--no-pin] [--report FILE.json]\n"
+           "                       [--no-wait-for-memory] [--no-pin] [--report FILE.json]\n"
            "                       [--trace FILE.json]\n\n"
            "Replays PLAN event by event on its server and prints the iteration time,\n"
            "samples/s, model TFLOP/s, each GPU's peak memory against its capacity, time\n"
@@ -50,14 +50,18 @@ static void help(void)
            "  --wait-for-memory  a compute op whose memory would not fit waits for\n"
            "                     pending evictions from its GPU instead of running out of\n"
            "                     memory (a runtime that throttles); reports the time held.\n"
-           "                     A what-if here; with --backend host, the runtime does it\n");
+           "                     A what-if here; the host backend does it by default\n");
     printf("\nHost backend (--backend host): trains the plan's model (its profile must be the\n"
            "model it names) following the plan: its schedule, partition, one action per\n"
            "saved tensor and optimizer placement. Prints step, loss and samples/s on stderr,\n"
            "then each GPU's measured peak memory next to the plan's predicted peak with\n"
            "the same breakdown, and the measured iteration time next to the prediction.\n"
-           "A tensor that does not fit its device fails the run with exit 1, naming the\n"
-           "device, stage, op, tensor and bytes short; nothing is saved then.\n"
+           "An allocation that does not fit its device waits while evictions from that\n"
+           "device are still leaving (they free memory: a real runtime waits for such\n"
+           "copies too) and is tried again as each task ends; once none is left, a tensor\n"
+           "that does not fit fails the run with exit 1, naming the device, stage, op,\n"
+           "tensor and bytes short; nothing is saved then. Per GPU the run prints how\n"
+           "often and how long allocations waited.\n"
            "  --steps N          optimizer steps to run, 1 to 1000000 (default 10)\n"
            "  --save FILE        write parameters and optimizer state at the end\n"
            "                     (mpress-checkpoint, docs/formats.md; atomic)\n"
@@ -67,9 +71,10 @@ static void help(void)
            "  --lr X             AdamW / SGD learning rate (default 0.001)\n"
            "  --throttle         copies take at least bytes / the topology's link\n"
            "                     bandwidth, so that times compare with the simulator\n"
-           "  --wait-for-memory  an allocation that does not fit waits while evictions\n"
-           "                     from its GPU are still leaving, instead of failing;\n"
-           "                     prints how often and how long\n"
+           "  --no-wait-for-memory\n"
+           "                     an allocation that does not fit fails at once, even while\n"
+           "                     evictions are leaving its GPU: checks that the plan's\n"
+           "                     memory holds without such waits, as --backend sim does\n"
            "  --no-pin           let the OS place every thread (default: each emulated\n"
            "                     GPU's compute and copy threads share one CPU, so that\n"
            "                     a compute thread waiting for its copy hands it its CPU)\n"
@@ -383,7 +388,8 @@ static int run_host(const char *file, const struct mpress_plan *plan, const stru
     printf("  host: peak %llu bytes\n", (unsigned long long)hpeak);
     if (ho->report) {
         json_object_set_new(root, "format", json_string(HOST_REPORT_FORMAT));
-        json_object_set_new(root, "version", json_integer(1));
+        json_object_set_new(root, "version", json_integer(2));
+        json_object_set_new(root, "wait_for_memory", json_boolean(ho->wait_for_memory));
         json_object_set_new(root, "backend", json_string("host"));
         json_object_set_new(root, "model", json_string(mc->name));
         json_object_set_new(root, "steps", json_integer(ho->steps));
@@ -442,6 +448,7 @@ int cmd_run(int argc, char **argv)
         {"trace", required_argument, NULL, 't'},
         {"svg", required_argument, NULL, 's'},
         {"wait-for-memory", no_argument, NULL, 'w'},
+        {"no-wait-for-memory", no_argument, NULL, 'W'},
         {"steps", required_argument, NULL, 'n'},
         {"save", required_argument, NULL, 'S'},
         {"load", required_argument, NULL, 'L'},
@@ -455,7 +462,7 @@ int cmd_run(int argc, char **argv)
     };
     const char *backend = "sim", *report = NULL, *trace = NULL, *svg = NULL;
     long iterations = 3;
-    int c, host_only = 0, sim_only = 0;
+    int c, host_only = 0, sim_only = 0, wait_flag = 0, no_wait = 0;
     struct host_opts ho = {10, NULL, NULL, NULL, NULL, NULL, 1, 0, 0, 0, 0};
     long seed = 1;
     opterr = 0;
@@ -520,7 +527,11 @@ int cmd_run(int argc, char **argv)
             sim_only = 1;
             break;
         case 'w':
-            ho.wait_for_memory = 1;
+            wait_flag = 1;
+            break;
+        case 'W':
+            no_wait = 1;
+            host_only = 1;
             break;
         case 'h':
             help();
@@ -540,8 +551,14 @@ int cmd_run(int argc, char **argv)
         return cli_usage("run", "--iterations and --svg are for --backend sim (the host "
                                 "backend takes --steps)");
     if (!host && host_only)
-        return cli_usage("run", "--steps, --save, --load, --data, --seed, --lr, --throttle "
-                                "and --no-pin need --backend host");
+        return cli_usage("run", "--steps, --save, --load, --data, --seed, --lr, --throttle, "
+                                "--no-pin and --no-wait-for-memory need --backend host");
+    if (wait_flag && no_wait)
+        return cli_usage("run", "--wait-for-memory and --no-wait-for-memory contradict each "
+                                "other");
+    /* The host backend waits for leaving evictions unless told not to; the simulator
+     * replays without such waits unless asked (its what-if). */
+    ho.wait_for_memory = host ? !no_wait : wait_flag;
     if (optind >= argc)
         return cli_usage("run", "missing PLAN");
     if (optind + 1 < argc)

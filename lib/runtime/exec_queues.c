@@ -151,7 +151,8 @@ int exec_wait_for_evictions(struct mpress_exec *x, int dev, int locked, struct m
         size_t len = strlen(err->text);
         snprintf(err->text + len, sizeof(err->text) - len,
                  "; %d eviction%s from gpu %d (%llu bytes) had not yet left it "
-                 "(--wait-for-memory waits for them)", n, n == 1 ? "" : "s", dev,
+                 "(mpress run waits for them unless given --no-wait-for-memory)", n,
+                 n == 1 ? "" : "s", dev,
                  (unsigned long long)bytes);
     }
     if (!locked)

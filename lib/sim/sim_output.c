@@ -434,7 +434,7 @@ char *mpress_run_render(const struct mpress_run_report *r)
     sb_printf(&b, "(busy, swap and boundary stalls over the reported iteration; stalls count "
                 "compute waiting on a copy once the copy could start)\n");
     if (r->wait_for_memory) {
-        sb_printf(&b, "held for memory (--wait-for-memory), reported iteration:");
+        sb_printf(&b, "held for memory (waiting for evictions), reported iteration:");
         for (int g = 0; g < S->n_gpus; g++)
             sb_printf(&b, "%s gpu %d %.4f s", g ? "," : "", g, S->gpus[g].stall_memory_s);
         sb_printf(&b, "\n");

@@ -1137,7 +1137,8 @@ static void test_wait_for_memory(void)
     rc = step_once(&plan, 1, 0, 0, &loss1, peak1, NULL, &err);
     CHECK_INT(rc, MPRESS_EINFEASIBLE);
     CHECK_MSG(strstr(err.text, "out of memory on gpu 0") &&
-                  strstr(err.text, "had not yet left it (--wait-for-memory waits for them)"),
+                  strstr(err.text, "had not yet left it (mpress run waits for them unless given "
+                                         "--no-wait-for-memory)"),
               "%s", err.text);
     mpress_error_clear(&err);
     rc = step_once(&plan, 1, 1, 0, &loss1, peak1, waits, &err);
