@@ -548,7 +548,7 @@ static void lay_boundaries(struct mpress_sched *s, struct layout *L)
     const struct mpress_plan *plan = s->plan;
     const struct mpress_profile *pr = &plan->profile;
     int n_ops = pr->n_ops;
-    int gpipe = plan->schedule == MPRESS_SCHEDULE_GPIPE;
+    int sync = plan->schedule != MPRESS_SCHEDULE_ASYNC;
     int sent[3][MPRESS_MAX_GPUS][2]; /* [u % 3][k]: micro-batch u's send of act and gradient */
     for (int u = 0; u < s->N * s->M && !s->failed; u++) {
         int it = u / s->M, m = u % s->M;
@@ -572,14 +572,14 @@ static void lay_boundaries(struct mpress_sched *s, struct layout *L)
             if (t >= 0 && u > 0 && L->bwd[(u - 1) * n_ops + a->last_op] >= 0)
                 add_edge(s, L->bwd[(u - 1) * n_ops + a->last_op], t);
             sent[u % 3][k][1] = t;
-            /* GPipe: a sender runs a whole pass ahead of a slower receiver, and each copy
-             * waits for the receiver's previous consumer, so its send buffers would pile up
-             * (gpt-tiny on 8 emulated 650 KiB devices: stage 0 ran out of memory on its
-             * fourth). The producer of micro-batch u waits until u - 2's copy has left: at
-             * most two send buffers in a pass, within the cost model's 2 (X_(k-1) + X_k),
-             * since the other direction's buffers are empty then. The receiver stays busy
-             * (u - 1's copy is ready when it wants it). */
-            if (gpipe && m >= 2 && !s->failed) {
+            /* GPipe and 1F1B: a sender runs a whole pass (a 1F1B warm-up of S - k forwards)
+             * ahead of a slower receiver, and each copy waits for the receiver's previous
+             * consumer, so its send buffers would pile up (GPipe, gpt-tiny on 8 emulated 650
+             * KiB devices: stage 0 ran out of memory on its fourth). The producer of
+             * micro-batch u waits until u - 2's copy has left: at most two send buffers,
+             * within the cost model's 2 (X_(k-1) + X_k) while the other direction's buffers
+             * are empty. The receiver stays busy (u - 1's copy is ready when it wants it). */
+            if (sync && m >= 2 && !s->failed) {
                 const int *old = sent[(u - 2) % 3][k];
                 if (old[0] >= 0 && f_src >= 0)
                     add_edge(s, old[0], f_src);

@@ -586,6 +586,70 @@ static void test_gpipe_send_buffers(void)
     }
 }
 
+/* 1F1B with a slower second stage: stage 0 runs S = 4 forwards before its first backward, and
+ * without a bound its send buffers piled up as under GPipe. Four stages of one op each (gpus
+ * 0-3, one NVLink per neighbour pair; op1's forward 3 s, the others 1 s; backward 2 s;
+ * tensors 0.5 GB, kept; boundaries 1 GB, 0.5 s), four micro-batches. Forwards of micro-batch
+ * 0: s0 [0,1], act [1,1.5], s1 [1.5,4.5], act [4.5,5], s2 [5,6], act [6,6.5], s3 [6.5,7.5];
+ * s3 B0 [7.5,9.5], grad [9.5,10]. Micro-batch 1: s0 [1,2], act (after s1's F0) [4.5,5], s1
+ * [5,8], act [8,8.5], s2 [8.5,9.5], act [9.5,10]; s2 B0 [10,12], grad [12,12.5]. Micro-batch
+ * 2: s0 [2,3], act (after s1's F1) [8,8.5], s1 [8.5,11.5]; s1 B0 [12.5,14.5], grad [14.5,15];
+ * s0 B0 [15,17]. Stage 0's F3 waits until micro-batch 1's copy has left: [5,6] (before [3,4],
+ * gpu 0 then holding send buffers 1, 2 and 3 at t=4.5: 0.7 + 4 x 0.5 + 3 = 5.7 GB; now 0.7 +
+ * 3 x 0.5 + buffers 1 and 2 = 4.2 GB), and gpu 0 peaks when F3 ends: 0.7 + 2 + 2 = 4.7 GB,
+ * the cost model's 2 (X_(k-1) + X_k). Its first backward starts at 15 either way. */
+static void test_1f1b_send_buffers(void)
+{
+    struct mpress_plan p;
+    struct mpress_op ops[4];
+    struct mpress_saved_tensor ts[4];
+    struct mpress_plan_stage st[4];
+    struct mpress_plan_action ac[4];
+    struct fixture f;
+    fixture_init(&f, 4, GB / 2);
+    p = f.plan;
+    p.profile.n_ops = 4;
+    p.profile.ops = ops;
+    p.n_stages = 4;
+    p.stages = st;
+    p.n_actions = 4;
+    p.actions = ac;
+    for (int o = 0; o < 4; o++) {
+        ops[o] = f.ops[0];
+        snprintf(ops[o].name, sizeof(ops[o].name), "op%d", o);
+        ops[o].fwd_s = o == 1 ? 3 : 1;
+        ops[o].output_bytes = o < 3 ? GB : 0;
+        ops[o].tensors = &ts[o];
+        ts[o] = f.tensors[0];
+        snprintf(ts[o].id, sizeof(ts[o].id), "op%d.t", o);
+        ts[o].recompute_op = o;
+        st[o] = (struct mpress_plan_stage){o, o, o, 0};
+        ac[o] = (struct mpress_plan_action){.op = o, .tensor = 0, .action = MPRESS_ACTION_KEEP,
+                                             .evict_after_op = -1, .prefetch_before_op = -1};
+    }
+    struct mpress_topology *t = &p.topology;
+    t->n_gpus = 4;
+    t->gpus[3] = t->gpus[0];
+    memset(t->nvlinks, 0, sizeof(t->nvlinks));
+    for (int g = 0; g + 1 < 4; g++)
+        t->nvlinks[g][g + 1] = t->nvlinks[g + 1][g] = 1;
+    f.plan = p;
+    struct mpress_sim *s = run(&f, 1);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 1, 0, 2), 8.5, 11.5);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 2, 0, 0), 10, 12);
+    CHECK_SPAN(find(s, MPRESS_SIM_FORWARD, 0, 0, 3), 5, 6);
+    CHECK_SPAN(find(s, MPRESS_SIM_SEND_ACT, 0, 0, 3), 11.5, 12);
+    CHECK_SPAN(find(s, MPRESS_SIM_BACKWARD, 0, 0, 0), 15, 17);
+    CHECK_INT(mpress_sim_memory_at(s, 0, 4.5), 42 * GB / 10);
+    const struct mpress_sim_summary *S = mpress_sim_summary_get(s);
+    CHECK_INT(S->gpus[0].peak, 47 * GB / 10);
+    CHECK_NEAR(S->gpus[0].peak_time_s, 6, 1e-12);
+    CHECK_INT(S->gpus[0].at_peak[MPRESS_SIM_MEM_BUFFERS], 2 * GB);
+    mpress_sim_destroy(s);
+}
+
 static void test_out_of_memory(void)
 {
     struct fixture f;
@@ -1042,6 +1106,7 @@ int main(void)
     test_saved_input_once();
     test_prefetch_for_recompute();
     test_gpipe_send_buffers();
+    test_1f1b_send_buffers();
     test_rejects();
     test_rejects_d2d_no_nvlink();
     test_nvswitch_ports();
