@@ -1,5 +1,5 @@
-/* mpress-plan v1: names of actions and schedules, init/finish, writer, strict loader, and
- * mpress_validate_file for all three formats. Field names and rules are documented in
+/* mpress-plan v2 (reads v1 too): names of actions and schedules, init/finish, writer, strict
+ * loader, and mpress_validate_file for all three formats. Field names and rules are documented in
  * docs/formats.md; everything else in mpress reads struct mpress_plan only. */
 #include <inttypes.h>
 #include <limits.h>
@@ -159,6 +159,7 @@ json_t *mpress_plan_to_json(const struct mpress_plan *plan)
             fmt_set_int(&o, jg, "stage", g->stage);
             fmt_set_u64(&o, jg, "capacity_bytes", g->capacity);
             fmt_set_u64(&o, jg, "peak_bytes", g->peak);
+            fmt_set_u64(&o, jg, "bound_bytes", g->bound);
             fmt_set_u64(&o, jg, "weights_bytes", g->weights);
             fmt_set_u64(&o, jg, "gradients_bytes", g->gradients);
             fmt_set_u64(&o, jg, "optimizer_bytes", g->optimizer);
@@ -228,6 +229,11 @@ static const char *const action_keys[] = {"op", "tensor", "action", "peers", "ev
                                           "prefetch_before_op", NULL};
 static const char *const peer_keys[] = {"gpu", "bytes", NULL};
 static const char *const gpu_keys[] = {
+    "gpu", "stage", "capacity_bytes", "peak_bytes", "bound_bytes", "weights_bytes",
+    "gradients_bytes", "optimizer_bytes", "activations_bytes", "parked_bytes", "working_bytes",
+    "buffers_bytes", "reserve_bytes", NULL};
+/* Version 1, before bound_bytes: peak_bytes was the bound. */
+static const char *const gpu_keys_v1[] = {
     "gpu", "stage", "capacity_bytes", "peak_bytes", "weights_bytes", "gradients_bytes",
     "optimizer_bytes", "activations_bytes", "parked_bytes", "working_bytes", "buffers_bytes",
     "reserve_bytes", NULL};
@@ -444,7 +450,7 @@ static int check_plan(const struct mpress_json_doc *doc, const struct mpress_pla
     return mpress_json_doc_error(doc, err, f.path, "%s", e.text);
 }
 
-static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
+static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p, int version,
                      struct mpress_error *err)
 {
     json_t *arr;
@@ -464,7 +470,7 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
         struct mpress_plan_gpu *g = &p->gpus[i];
         json_t *jg;
         if (fmt_array_object(doc, arr, (size_t)i, "gpus", &jg, path, sizeof(path), err) ||
-            fmt_check_keys(doc, jg, path, gpu_keys, err) ||
+            fmt_check_keys(doc, jg, path, version >= 2 ? gpu_keys : gpu_keys_v1, err) ||
             mpress_jread_int(doc, jg, path, "gpu", INT_MIN, INT_MAX, &g->gpu, err) ||
             mpress_jread_int(doc, jg, path, "stage", INT_MIN, INT_MAX, &g->stage, err) ||
             mpress_jread_u64(doc, jg, path, "capacity_bytes", &g->capacity, err) ||
@@ -477,6 +483,9 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
             mpress_jread_u64(doc, jg, path, "working_bytes", &g->working, err) ||
             mpress_jread_u64(doc, jg, path, "buffers_bytes", &g->buffers, err) ||
             mpress_jread_u64(doc, jg, path, "reserve_bytes", &g->reserve, err))
+            return MPRESS_EINPUT;
+        g->bound = g->peak;
+        if (version >= 2 && mpress_jread_u64(doc, jg, path, "bound_bytes", &g->bound, err))
             return MPRESS_EINPUT;
         mpress_json_path_key(sub, sizeof(sub), path, "gpu");
         if (g->gpu != i)
@@ -513,6 +522,11 @@ static int read_gpus(const struct mpress_json_doc *doc, struct mpress_plan *p,
                                          "expected the sum of the parts (%s%" PRIu64
                                          "), got %" PRIu64,
                                          overflow ? "more than " : "", sum, g->peak);
+        mpress_json_path_key(sub, sizeof(sub), path, "bound_bytes");
+        if (g->bound < g->peak)
+            return mpress_json_doc_error(doc, err, sub,
+                                         "expected at least peak_bytes (%" PRIu64 "), got %" PRIu64,
+                                         g->peak, g->bound);
     }
     return 0;
 }
@@ -588,7 +602,8 @@ int fmt_plan_from_doc(const struct mpress_json_doc *doc, struct mpress_plan *out
     json_t *obj;
     int kind;
     mpress_plan_init(&p);
-    if (mpress_jread_header(doc, doc->root, "", MPRESS_PLAN_FORMAT, MPRESS_PLAN_VERSION, NULL,
+    int version = 0;
+    if (mpress_jread_header(doc, doc->root, "", MPRESS_PLAN_FORMAT, MPRESS_PLAN_VERSION, &version,
                             err) ||
         fmt_check_keys(doc, doc->root, "", plan_keys, err) ||
         fmt_read_name(doc, doc->root, "", "generator", p.generator, sizeof(p.generator), err) ||
@@ -612,7 +627,7 @@ int fmt_plan_from_doc(const struct mpress_json_doc *doc, struct mpress_plan *out
         mpress_jread_int(doc, doc->root, "", "prefetch_lookahead", 0, INT_MAX,
                          &p.prefetch_lookahead, err) ||
         read_stages(doc, &p, err) || read_actions(doc, &p, err) || check_plan(doc, &p, err) ||
-        read_gpus(doc, &p, err) ||
+        read_gpus(doc, &p, version, err) ||
         mpress_jread_nonneg(doc, doc->root, "", "iteration_s", &p.iteration_s, err) ||
         mpress_jread_nonneg(doc, doc->root, "", "samples_per_s", &p.samples_per_s, err))
         goto fail;

@@ -445,7 +445,7 @@ static int try_tensor(struct greedy *g, struct mpress_assignment *a,
             uint64_t copies = plan_mul(ts->bytes, (uint64_t)plan_in_flight(
                                                       o->schedule, a->n_stages, k,
                                                       o->micro_batches));
-            if (plan_add(ev->gpus[peer].peak, copies) > ev->gpus[peer].capacity)
+            if (plan_add(ev->gpus[peer].bound, copies) > ev->gpus[peer].capacity)
                 continue;
         }
         make_move(ac, kind, peer, st->last_op, ts->bytes);
@@ -594,7 +594,7 @@ static int extend_group(struct greedy *g, struct mpress_assignment *a,
             break;
         }
         uint64_t s0 = plan_shortfall(ev), s1 = plan_shortfall(&trial);
-        int ok = s1 < s0 && (best->peer < 0 || trial.gpus[best->peer].peak <=
+        int ok = s1 < s0 && (best->peer < 0 || trial.gpus[best->peer].bound <=
                                                    trial.gpus[best->peer].capacity);
         if (ok)
             ok = (double)(s0 - s1) / fmax(trial.iteration_s - ev->iteration_s, 1e-12) >=
@@ -614,9 +614,9 @@ static int extend_group(struct greedy *g, struct mpress_assignment *a,
 static int stage_can_help(const struct mpress_topology *topo, const struct mpress_plan_eval *ev,
                           int g)
 {
-    int relevant = ev->gpus[g].peak > ev->gpus[g].capacity || ev->drain_gpu == g;
+    int relevant = ev->gpus[g].bound > ev->gpus[g].capacity || ev->drain_gpu == g;
     for (int h = 0; h < topo->n_gpus && !relevant; h++)
-        relevant = ev->gpus[h].peak > ev->gpus[h].capacity && ev->gpus[h].parked > 0;
+        relevant = ev->gpus[h].bound > ev->gpus[h].capacity && ev->gpus[h].parked > 0;
     return relevant || ev->host_short;
 }
 

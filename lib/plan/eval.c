@@ -148,8 +148,8 @@ uint64_t plan_shortfall(const struct mpress_plan_eval *ev)
 {
     uint64_t s = plan_add(ev->host_short, ev->drain_short);
     for (int g = 0; g < ev->n_gpus; g++)
-        if (ev->gpus[g].peak > ev->gpus[g].capacity)
-            s = plan_add(s, ev->gpus[g].peak - ev->gpus[g].capacity);
+        if (ev->gpus[g].bound > ev->gpus[g].capacity)
+            s = plan_add(s, ev->gpus[g].bound - ev->gpus[g].capacity);
     return s;
 }
 
@@ -228,6 +228,8 @@ void plan_sum_stages(const struct mpress_profile *p, const struct mpress_assignm
                     s->kept[k] = plan_add(s->kept[k], ts->bytes);
                     if (held)
                         s->comp[k] += ts->recompute_s;
+                    else
+                        s->kc[k] = plan_add(s->kc[k], ts->bytes);
                     continue;
                 }
                 s->evicted[k] = plan_add(s->evicted[k], ts->bytes);
@@ -239,6 +241,9 @@ void plan_sum_stages(const struct mpress_profile *p, const struct mpress_assignm
                     for (int q = 0; q < ac->n_peers; q++)
                         d2d[k][ac->peers[q]] = plan_add(d2d[k][ac->peers[q]], ac->peer_bytes[q]);
             }
+            uint64_t at = plan_add(op->workspace_bytes, s->kc[k]);
+            if (at > s->wv[k])
+                s->wv[k] = at;
         }
         s->out[k] = k + 1 < S ? p->ops[st->last_op].output_bytes : 0;
     }
@@ -267,7 +272,7 @@ static void gpu_memory(const struct mpress_profile *p, const struct mpress_topol
         mg->gradients = s->gb[k];
         mg->optimizer = a->stages[k].optimizer_on_host ? 0 : s->ob[k];
         mg->activations = plan_mul((uint64_t)n, s->kept[k]);
-        mg->working = plan_add(s->evicted[k], s->ws[k]);
+        mg->working = plan_add(s->evicted[k], plan_workspace_at_peak(s, k));
         mg->buffers = plan_mul(2, plan_add(s->out[k], k > 0 ? s->out[k - 1] : 0));
         for (int g = 0; g < G; g++)
             ev->gpus[g].parked =
@@ -296,6 +301,10 @@ static void gpu_memory(const struct mpress_profile *p, const struct mpress_topol
         mg->peak = 0;
         for (size_t q = 0; q < sizeof(parts) / sizeof(parts[0]); q++)
             mg->peak = plan_add(mg->peak, parts[q]);
+        /* The bound counts the stage's largest workspace beside all its kept activations. */
+        mg->bound = mg->stage >= 0 ? plan_add(mg->peak, s->ws[mg->stage] -
+                                                            plan_workspace_at_peak(s, mg->stage))
+                                   : mg->peak;
         /* On two stages, each receives the other's gradient of the matrix (V h gradient
          * bytes) once its own backward pass is done, before its step: then it holds its
          * model states, the reserve and that buffer, and nothing of the micro-batches. That
@@ -303,16 +312,19 @@ static void gpu_memory(const struct mpress_profile *p, const struct mpress_topol
         if (tied && ko != kc && (mg->stage == ko || mg->stage == kc)) {
             uint64_t states = plan_add(plan_add(mg->weights, mg->gradients),
                                        plan_add(mg->optimizer, mg->reserve));
-            if (plan_add(states, tw.g) > mg->peak) {
+            uint64_t at = plan_add(states, tw.g);
+            if (at > mg->peak) {
                 mg->activations = mg->parked = mg->working = 0;
                 mg->buffers = tw.g;
-                mg->peak = plan_add(states, tw.g);
+                mg->peak = at;
             }
+            if (at > mg->bound)
+                mg->bound = at;
         }
-        if (mg->peak > mg->capacity) {
+        if (mg->bound > mg->capacity) {
             ev->fits = 0;
-            if (mg->peak - mg->capacity > ev->short_bytes) {
-                ev->short_bytes = mg->peak - mg->capacity;
+            if (mg->bound - mg->capacity > ev->short_bytes) {
+                ev->short_bytes = mg->bound - mg->capacity;
                 ev->short_gpu = g;
             }
         }

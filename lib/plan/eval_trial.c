@@ -18,7 +18,10 @@ int plan_trial_init(struct plan_trial *t, const struct mpress_profile *p,
     t->n_actions = plan_count_tensors(p);
     t->s.d2d = calloc(MPRESS_MAX_GPUS, sizeof(*t->s.d2d));
     t->stage_of = malloc(sizeof(int) * (size_t)(t->n_actions > 0 ? t->n_actions : 1));
-    if (!t->s.d2d || !t->stage_of) {
+    t->n_ops = p->n_ops;
+    t->pre = calloc(p->n_ops > 0 ? (size_t)p->n_ops : 1, sizeof(*t->pre));
+    t->suf = calloc(p->n_ops > 0 ? (size_t)p->n_ops : 1, sizeof(*t->suf));
+    if (!t->s.d2d || !t->stage_of || !t->pre || !t->suf) {
         plan_trial_free(t);
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
     }
@@ -29,6 +32,8 @@ void plan_trial_free(struct plan_trial *t)
 {
     free(t->s.d2d);
     free(t->stage_of);
+    free(t->pre);
+    free(t->suf);
     memset(t, 0, sizeof(*t));
 }
 
@@ -82,6 +87,8 @@ static void stage_facts(struct plan_trial *t, const struct mpress_profile *p,
                 terms++;
                 t->stage_of[j] = k;
             }
+            if (op->workspace_bytes > UINT64_MAX - stage)
+                t->exact_bytes = 0; /* pre and suf could saturate */
         }
         /* Two sums of the same terms in different orders differ by at most twice the
          * worst-case rounding of one: 2 (n + 1) u sum |terms| (u = 2^-53), doubled again. */
@@ -90,6 +97,42 @@ static void stage_facts(struct plan_trial *t, const struct mpress_profile *p,
             t->stages_finite = 0;
         t->first_op[k] = st->first_op, t->last_op[k] = st->last_op;
     }
+}
+
+/* pre and suf of stage k's ops (plan_trial), whose first action is j0. */
+static void stage_extremes(struct plan_trial *t, const struct mpress_profile *p,
+                           const struct mpress_assignment *a, int k, int j0)
+{
+    const struct mpress_plan_stage *st = &a->stages[k];
+    uint64_t kc = 0, best = 0;
+    int j = j0;
+    for (int i = st->first_op; i <= st->last_op; i++) {
+        const struct mpress_op *op = &p->ops[i];
+        for (int q = 0; q < op->n_tensors; q++, j++)
+            if (a->actions[j].action == MPRESS_ACTION_KEEP)
+                kc = plan_add(kc, op->tensors[q].bytes);
+        uint64_t v = plan_add(op->workspace_bytes, kc);
+        t->suf[i] = v; /* the value itself, until the backward sweep below */
+        if (v > best)
+            best = v;
+        t->pre[i] = best;
+    }
+    best = 0;
+    for (int i = st->last_op; i >= st->first_op; i--) {
+        if (t->suf[i] > best)
+            best = t->suf[i];
+        t->suf[i] = best;
+    }
+}
+
+/* The first action of stage k's first op. */
+static int stage_first_action(const struct mpress_profile *p, const struct mpress_assignment *a,
+                              int k)
+{
+    int j = 0;
+    for (int i = 0; i < a->stages[k].first_op; i++)
+        j += p->ops[i].n_tensors;
+    return j;
 }
 
 void plan_trial_base(struct plan_trial *t, const struct mpress_profile *p,
@@ -107,10 +150,14 @@ void plan_trial_base(struct plan_trial *t, const struct mpress_profile *p,
         stage_facts(t, p, a);
     t->finite = t->stages_finite;
     t->stale = 0;
+    int j0 = 0;
     for (int k = 0; k < a->n_stages; k++) {
         t->drift[k] = 0;
         if (!isfinite(t->s.comp[k]))
             t->finite = 0;
+        stage_extremes(t, p, a, k, j0);
+        for (int i = a->stages[k].first_op; i <= a->stages[k].last_op; i++)
+            j0 += p->ops[i].n_tensors;
     }
     plan_eval_sums(p, topo, schedule, M, a, &t->s, ev);
     if (!isfinite(ev->iteration_s))
@@ -132,6 +179,8 @@ static void move_terms(struct plan_trial *t, int k, int first_op,
     int held = ac->action == MPRESS_ACTION_RECOMPUTE && ts->recompute_op < first_op;
     if (ac->action == MPRESS_ACTION_KEEP || held) {
         DELTA(s->kept[k], b);
+        if (!held)
+            DELTA(s->kc[k], b);
         if (held && timed)
             s->comp[k] += sign * ts->recompute_s;
         return;
@@ -170,6 +219,11 @@ int plan_trial_eval(struct plan_trial *t, const struct mpress_profile *p,
         memcpy(keep_bytes, t->action_bytes, sizeof(keep_bytes));
         move_terms(t, k, a->stages[k].first_op, ts, old, -1, timed);
         move_terms(t, k, a->stages[k].first_op, ts, ac, 1, timed);
+        /* Only the values of ops ac->op onwards move, by the change in kept bytes. */
+        uint64_t after = t->suf[ac->op], kc0 = keep.kc[k], kc1 = t->s.kc[k];
+        after = kc1 >= kc0 ? plan_add(after, kc1 - kc0) : after - (kc0 - kc1);
+        uint64_t before = ac->op > a->stages[k].first_op ? t->pre[ac->op - 1] : 0;
+        t->s.wv[k] = after > before ? after : before;
         memcpy(ev->action_bytes, t->action_bytes, sizeof(ev->action_bytes));
         plan_eval_sums(p, topo, schedule, M, a, &t->s, ev);
         move_terms(t, k, a->stages[k].first_op, ts, ac, -1, 0);
@@ -209,6 +263,8 @@ void plan_trial_commit(struct plan_trial *t, const struct mpress_profile *p,
         (old->action == MPRESS_ACTION_RECOMPUTE) != (ac->action == MPRESS_ACTION_RECOMPUTE);
     move_terms(t, k, a->stages[k].first_op, ts, old, -1, timed);
     move_terms(t, k, a->stages[k].first_op, ts, ac, 1, timed);
+    stage_extremes(t, p, a, k, stage_first_action(p, a, k));
+    t->s.wv[k] = t->pre[a->stages[k].last_op];
     if (timed)
         t->drift[k] += ldexp(fabs(t->s.comp[k]) + fabs(ts->recompute_s), -51);
     if (timed && !(t->finite && isfinite(t->drift[k])))

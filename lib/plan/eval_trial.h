@@ -20,10 +20,22 @@ struct stage_sums {
     uint64_t kept[MPRESS_MAX_GPUS], evicted[MPRESS_MAX_GPUS];
     uint64_t host[MPRESS_MAX_GPUS]; /* host-swapped bytes */
     uint64_t ws[MPRESS_MAX_GPUS];   /* largest workspace */
+    /* The workspace at its moment (docs/cost-model.md, "Memory"): kc the kept bytes (keep
+     * only, not held inputs), wv the largest workspace_bytes of op i plus the kept bytes of
+     * ops first_op..i; the working set then holds wv - kc of workspace beside the activations. */
+    uint64_t kc[MPRESS_MAX_GPUS], wv[MPRESS_MAX_GPUS];
     uint64_t out[MPRESS_MAX_GPUS];  /* boundary output to stage k + 1 (0 for the last) */
     /* d2d[k][g]: bytes per micro-batch stage k parks on GPU g. */
     uint64_t (*d2d)[MPRESS_MAX_GPUS];
 };
+
+/* Stage k's workspace at the moment its op runs, within the largest (ws): the kept tensors of
+ * the ops after that op are not made yet in its forward and freed already in its backward. */
+static inline uint64_t plan_workspace_at_peak(const struct stage_sums *s, int k)
+{
+    uint64_t w = s->wv[k] >= s->kc[k] ? s->wv[k] - s->kc[k] : 0;
+    return w < s->ws[k] ? w : s->ws[k];
+}
 
 /* Sum the stages' ops and the bytes of each action into s (zeroed, d2d allocated) and
  * ev->action_bytes. */
@@ -52,6 +64,11 @@ struct plan_trial {
     double drift[MPRESS_MAX_GPUS];    /* rounding that commits added to comp[k] since */
     int *stage_of;                   /* stage of each action */
     int n_actions;
+    /* Per op i, over the ops of its stage, of workspace_bytes(i') + the kept bytes (keep only)
+     * of ops first_op..i': the largest for i' <= i (pre) and for i' >= i (suf), from which a
+     * trial has the stage's wv in O(1). */
+    uint64_t *pre, *suf;
+    int n_ops;
     /* the stages those facts are for (they depend on the cuts, not the actions) */
     int n_stages, first_op[MPRESS_MAX_GPUS], last_op[MPRESS_MAX_GPUS];
     int stages_finite;
@@ -79,7 +96,7 @@ int plan_trial_eval(struct plan_trial *t, const struct mpress_profile *p,
                     double *time_err);
 
 /* Make the change of action j (base action *old, a's action now) part of the base without
- * summing the plan again (O(GPUs)): later trials are of a as it stands. The stage's time then
+ * summing the plan again (O(GPUs + the stage's ops)): later trials are of a as it stands. The stage's time then
  * carries the rounding of the changes made since plan_trial_base, which the trials' time_err
  * includes. */
 void plan_trial_commit(struct plan_trial *t, const struct mpress_profile *p,

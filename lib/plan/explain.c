@@ -81,21 +81,25 @@ char *mpress_plan_explain(const struct mpress_plan *plan)
 
     /* What each GPU holds */
     sb_printf(&b, "What each GPU holds at its predicted peak (GiB)\n");
-    sb_printf(&b, "%-4s %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "gpu", "stage",
-        "capacity", "peak", "weights", "grads", "optim", "activ", "parked", "working", "buffers",
-        "reserve", "free");
+    sb_printf(&b, "%-4s %5s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "gpu", "stage",
+        "capacity", "peak", "bound", "weights", "grads", "optim", "activ", "parked", "working",
+        "buffers", "reserve", "free");
     for (int i = 0; i < plan->n_gpus; i++) {
         const struct mpress_plan_gpu *g = &plan->gpus[i];
         char st[8];
         snprintf(st, sizeof(st), g->stage >= 0 ? "%d" : "-", g->stage);
         double fr = (double)g->capacity - (double)g->peak;
         sb_printf(&b,
-                  "%-4d %5s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
-            g->gpu, st, gib(g->capacity), gib(g->peak), gib(g->weights), gib(g->gradients),
+                  "%-4d %5s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f "
+                  "%8.2f\n",
+            g->gpu, st, gib(g->capacity), gib(g->peak), gib(g->bound), gib(g->weights),
+            gib(g->gradients),
             gib(g->optimizer), gib(g->activations), gib(g->parked), gib(g->working),
             gib(g->buffers), gib(g->reserve), fr / 1073741824.0);
     }
-    sb_printf(&b, "\n");
+    sb_printf(&b, "(peak: the working set's workspace at its op's moment, beside the kept tensors "
+                  "of that moment; bound: the largest workspace beside every kept tensor, what the "
+                  "planner keeps within capacity)\n\n");
 
     /* Where the saved tensors go, per stage and action */
     sb_printf(&b, "Saved tensors by stage and action: bytes freed on the stage's GPU at its peak "

@@ -575,6 +575,7 @@ int mpress_dp_plan(const struct mpress_profile *p, const struct mpress_topology 
         m->reserve = topo->gpus[g].reserve_bytes;
         m->peak = ev->states + ev->gathered + ev->grad_buckets + ev->activations +
                   ev->workspace + m->reserve;
+        m->bound = m->peak;
     }
     out->iteration_s = ev->iteration_s;
     out->samples_per_s = ev->samples_per_s;

@@ -189,6 +189,7 @@ void sample_plan(struct mpress_plan *plan)
         pg->reserve = 1073741824ULL;
         pg->peak = pg->weights + pg->gradients + pg->optimizer + pg->activations + pg->parked +
                    pg->working + pg->buffers + pg->reserve;
+        pg->bound = pg->peak + 262144; /* a workspace that meets every kept tensor */
     }
     plan->iteration_s = 0.25;
     plan->samples_per_s = 32;   /* 4 micro-batches x 2 samples / 0.25 s */

@@ -58,6 +58,7 @@ static void check_equal(const struct mpress_plan *a, const struct mpress_plan *b
         CHECK_INT(x->stage, y->stage);
         CHECK_INT(x->capacity, y->capacity);
         CHECK_INT(x->peak, y->peak);
+        CHECK_INT(x->bound, y->bound);
         CHECK_INT(x->weights, y->weights);
         CHECK_INT(x->gradients, y->gradients);
         CHECK_INT(x->optimizer, y->optimizer);
@@ -193,7 +194,7 @@ int main(void)
     m = COPY; jset(m, "format", json_string("mpress-profile"));
     REJECT(m, "format", "expected \"mpress-plan\", got \"mpress-profile\"", NULL);
     m = COPY; jset(m, "version", json_integer(9));
-    REJECT(m, "version", "unsupported mpress-plan version 9 (this build reads 1 to 1)", NULL);
+    REJECT(m, "version", "unsupported mpress-plan version 9 (this build reads 1 to 2)", NULL);
     m = COPY; jdel(m, "micro_batches");
     REJECT(m, "micro_batches", "missing field", NULL);
     m = COPY; jset(m, "seconds", json_real(1.5));
@@ -335,6 +336,32 @@ int main(void)
     REJECT(m, "gpus[3].peak_bytes", "expected the sum of the parts", NULL);
     m = COPY; jset(m, "gpus[3].working_bytes", json_integer(-7));
     REJECT(m, "gpus[3].working_bytes", "got a negative integer", NULL);
+    m = COPY; jset(m, "gpus[2].bound_bytes", json_integer(1000));
+    REJECT(m, "gpus[2].bound_bytes", "expected at least peak_bytes", NULL);
+    m = COPY; jdel(m, "gpus[2].bound_bytes");
+    REJECT(m, "gpus[2].bound_bytes", "missing field", NULL);
+    /* Version 1 has no bound_bytes (its peak_bytes was the bound): it loads with bound = peak,
+     * and refuses the field. */
+    m = COPY; jset(m, "version", json_integer(1));
+    REJECT(m, "gpus[0].bound_bytes", "unknown field", NULL);
+    {
+        m = COPY;
+        jset(m, "version", json_integer(1));
+        for (int g = 0; g < 4; g++) {
+            char key[32];
+            snprintf(key, sizeof(key), "gpus[%d].bound_bytes", g);
+            jdel(m, key);
+        }
+        const char *f = test_path("v1.json");
+        CHECK_INT(json_dump_file(m, f, JSON_SORT_KEYS | JSON_INDENT(2)), 0);
+        json_decref(m);
+        struct mpress_plan v1;
+        mpress_plan_init(&v1);
+        CHECK_INT(mpress_plan_load(f, &v1, &err), 0);
+        for (int g = 0; g < v1.n_gpus; g++)
+            CHECK_INT(v1.gpus[g].bound, p.gpus[g].peak);
+        mpress_plan_finish(&v1);
+    }
     /* solver and baselines */
     m = COPY; jset(m, "solver.nodes", json_integer(-2));
     REJECT(m, "solver.nodes", "expected an integer >= -1", NULL);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "mpress/sim.h"
 #include "../../lib/plan/plan_internal.h"
 #include "tiny.h"
 
@@ -180,6 +181,91 @@ static void zoo_terms(void)
             fprintf(stderr, "gpt-tiny, 3 GPUs of %d %% of the one-stage peak: none fits\n", pct);
         }
     }
+    mpress_profile_finish(&p);
+}
+
+/* The workspace at its moment (docs/cost-model.md, "Memory"): one stage on one GPU, no model
+ * states, three ops A, B, C saving 100, 50 and 20 MB with workspaces of 10, 80 and 5 MB.
+ * B's workspace is live in B's forward (A's and B's tensors made, C's not yet) and in B's
+ * backward (C's freed): kept activations of the micro-batches in flight beside 80 - 20 MB.
+ * The simulator replays each plan to the same peak; the bound counts 80 MB beside all 170. */
+static double moment_sim_peak(const struct mpress_profile *p, const struct mpress_topology *t,
+                              enum mpress_schedule sched, int M,
+                              const struct mpress_assignment *a)
+{
+    struct mpress_plan plan;
+    mpress_plan_init(&plan);
+    plan.profile = *p;
+    plan.topology = *t;
+    plan.schedule = sched;
+    plan.micro_batches = M;
+    plan.n_stages = a->n_stages;
+    plan.stages = (struct mpress_plan_stage *)a->stages;
+    plan.n_actions = a->n_actions;
+    plan.actions = a->actions;
+    struct mpress_sim_options so;
+    mpress_sim_options_init(&so);
+    so.iterations = 2;
+    struct mpress_sim *sim = NULL;
+    struct mpress_error err;
+    mpress_error_clear(&err);
+    int rc = mpress_sim_run(&plan, &so, &sim, &err);
+    CHECK_MSG(rc == 0, "mpress_sim_run: %s", err.text);
+    double peak = rc ? -1 : (double)mpress_sim_summary_get(sim)->gpus[0].peak;
+    mpress_sim_destroy(sim);
+    return peak;
+}
+
+static void workspace_moment(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t;
+    struct mpress_assignment a;
+    struct mpress_plan_eval ev;
+    struct mpress_error err;
+    tiny_profile_init(&p);
+    static const uint64_t saves[3] = {100, 50, 20}, ws[3] = {10, 80, 5};
+    for (int i = 0; i < 3; i++) {
+        struct mpress_op *op = tiny_op(&p, "op", 0.010, 0, 0, 1);
+        op->workspace_bytes = ws[i] * MB;
+        op->tensors[0].bytes = saves[i] * MB;
+        op->tensors[0].recompute_s = 0.001;
+        op->tensors[0].recompute_op = i;
+    }
+    tiny_topo(&t, 1, 0, 1000);
+    CHECK_INT(mpress_assignment_init(&a, &p, &err), 0);
+    a.n_stages = 1;
+    a.stages[0] = (struct mpress_plan_stage){0, 2, 0, 0};
+
+    /* 1F1B, M = 2, one stage: n = 1. Activations 170, workspace 80 - 20 (C's tensor). */
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 2, &a, &ev, &err), 0);
+    CHECK_INT(ev.gpus[0].activations, 170 * MB);
+    CHECK_INT(ev.gpus[0].working, 60 * MB);
+    CHECK_INT(ev.gpus[0].peak, 240 * MB);  /* 170 + 60 + 10 reserve */
+    CHECK_INT(ev.gpus[0].bound, 260 * MB); /* 170 + 80 + 10 */
+    CHECK_NEAR(moment_sim_peak(&p, &t, MPRESS_SCHEDULE_1F1B, 2, &a), 240.0 * MB, 0.5);
+    /* It fits by the bound: a GPU between the two is short. */
+    t.gpus[0].memory_bytes = 250 * MB;
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 2, &a, &ev, &err), 0);
+    CHECK(!ev.fits);
+    CHECK_INT(ev.short_bytes, 10 * MB);
+    t.gpus[0].memory_bytes = 1000 * MB + MB / 2;
+
+    /* GPipe, M = 2: one whole micro-batch more (n = 2). */
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_GPIPE, 2, &a, &ev, &err), 0);
+    CHECK_INT(ev.gpus[0].peak, 410 * MB);  /* 340 + 60 + 10 */
+    CHECK_INT(ev.gpus[0].bound, 430 * MB);
+    CHECK_NEAR(moment_sim_peak(&p, &t, MPRESS_SCHEDULE_GPIPE, 2, &a), 410.0 * MB, 0.5);
+
+    /* C recomputed: nothing kept after B, whose workspace meets 150 MB of activations and C's
+     * 20 MB, back in the working set. */
+    set(&a, 2, MPRESS_ACTION_RECOMPUTE);
+    CHECK_INT(mpress_plan_evaluate(&p, &t, MPRESS_SCHEDULE_1F1B, 2, &a, &ev, &err), 0);
+    CHECK_INT(ev.gpus[0].activations, 150 * MB);
+    CHECK_INT(ev.gpus[0].working, 100 * MB); /* 20 + 80 */
+    CHECK_INT(ev.gpus[0].peak, 260 * MB);
+    CHECK_INT(ev.gpus[0].bound, 260 * MB);
+    mpress_assignment_finish(&a);
     mpress_profile_finish(&p);
 }
 
@@ -434,5 +520,6 @@ int main(void)
     CHECK(strstr(err.text, "short by") != NULL);
     mpress_profile_finish(&p);
     zoo_terms();
+    workspace_moment();
     return check_done();
 }

@@ -36,7 +36,7 @@ static int term_off(void *info, const char *s)
 static int fits_margin(const struct mpress_plan_eval *ev)
 {
     for (int g = 0; g < ev->n_gpus; g++)
-        if ((double)ev->gpus[g].peak > (double)ev->gpus[g].capacity * (1 - PLAN_MEM_MARGIN))
+        if ((double)ev->gpus[g].bound > (double)ev->gpus[g].capacity * (1 - PLAN_MEM_MARGIN))
             return 0;
     return ev->host_short == 0 && ev->drain_short == 0;
 }
@@ -79,7 +79,7 @@ static double split_lp(struct brute *b)
         return -1;
     double base[MPRESS_MAX_GPUS];
     for (int g = 0; g < G; g++) {
-        base[g] = (double)(ev1.gpus[g].peak - ev1.gpus[g].parked) / MB;
+        base[g] = (double)(ev1.gpus[g].bound - ev1.gpus[g].parked) / MB;
         if (base[g] > ev1.gpus[g].capacity * (1 - PLAN_MEM_MARGIN) / MB)
             return -1;
     }
@@ -480,8 +480,8 @@ int main(void)
                 fprintf(stderr, "  MILP plan: objective %.9g, evaluated %.9g, fits %d\n",
                         st.objective, ev.iteration_s, ev.fits);
                 for (int g = 0; g < ev.n_gpus; g++)
-                    fprintf(stderr, "  gpu %d: peak %llu of %llu\n", g,
-                            (unsigned long long)ev.gpus[g].peak,
+                    fprintf(stderr, "  gpu %d: bound %llu of %llu\n", g,
+                            (unsigned long long)ev.gpus[g].bound,
                             (unsigned long long)ev.gpus[g].capacity);
                 mpress_assignment_finish(&ia);
             }

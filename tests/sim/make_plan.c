@@ -168,6 +168,7 @@ int main(int argc, char **argv)
                 G->optimizer += pr->ops[o].optim_bytes;
             }
         G->peak = G->weights + G->gradients + G->optimizer + G->reserve;
+        G->bound = G->peak;
     }
     snprintf(p->solver.status, sizeof(p->solver.status), "heuristic");
     p->solver.nodes = -1;

@@ -64,7 +64,11 @@ struct mpress_plan_gpu {
     int gpu;
     int stage;                  /* stage it runs, -1 if none (it may still hold parked bytes) */
     uint64_t capacity;          /* memory_bytes of the GPU */
-    uint64_t peak;              /* sum of the parts below */
+    uint64_t peak;              /* sum of the parts below: the predicted peak */
+    /* The planner's bound, >= peak: the parts with the stage's largest workspace in full
+     * beside every kept activation, the form the MILP can write; a plan fits when every
+     * GPU's bound is within capacity (docs/cost-model.md, "Memory"). */
+    uint64_t bound;
     uint64_t weights, gradients, optimizer;
     uint64_t activations;       /* kept activations of all micro-batches in flight */
     uint64_t parked;            /* bytes other stages park here by D2D swap */
@@ -147,9 +151,9 @@ int mpress_plan_check(const struct mpress_profile *p, const struct mpress_topolo
                       int n_actions, const struct mpress_plan_action *actions,
                       struct mpress_plan_fault *fault, struct mpress_error *err);
 
-/* mpress-plan v1 */
+/* mpress-plan v2 (v1 adds no bound_bytes; it loads with bound = peak) */
 #define MPRESS_PLAN_FORMAT "mpress-plan"
-#define MPRESS_PLAN_VERSION 1
+#define MPRESS_PLAN_VERSION 2
 MPRESS_API
 int mpress_plan_load(const char *file, struct mpress_plan *out, struct mpress_error *err);
 MPRESS_API
