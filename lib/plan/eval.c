@@ -129,11 +129,12 @@ struct tied_at {
     int tied, ko, kc;
 };
 
-static void tied_stages(const struct mpress_profile *p, const struct mpress_assignment *a,
+static void tied_stages(const struct stage_sums *s, const struct mpress_assignment *a,
                         struct tied_at *t)
 {
     t->ko = t->kc = -1;
-    t->tied = plan_tied_find(p, &t->tw);
+    t->tied = s->tied;
+    t->tw = s->tw;
     for (int k = 0; t->tied && k < a->n_stages; k++) {
         if (t->tw.owner >= a->stages[k].first_op && t->tw.owner <= a->stages[k].last_op)
             t->ko = k;
@@ -203,6 +204,7 @@ void plan_sum_stages(const struct mpress_profile *p, const struct mpress_assignm
 {
     const int S = a->n_stages;
     uint64_t(*d2d)[MPRESS_MAX_GPUS] = s->d2d;
+    s->tied = plan_tied_find(p, &s->tw);
     int j = 0;
     for (int k = 0; k < S; k++) {
         const struct mpress_plan_stage *st = &a->stages[k];
@@ -567,7 +569,7 @@ void plan_eval_sums(const struct mpress_profile *p, const struct mpress_topology
                     const struct stage_sums *s, struct mpress_plan_eval *ev)
 {
     struct tied_at ta;
-    tied_stages(p, a, &ta);
+    tied_stages(s, a, &ta);
     gpu_memory(p, topo, schedule, M, a, s, &ta, ev);
     drain_check(topo, schedule, M, a, s, ev);
     /* A host without a stated memory size is not checked. */

@@ -9,6 +9,7 @@
 
 #include "mpress/model.h"
 #include "mpress/planner.h"
+#include "plan_internal.h"
 
 /* What one micro-batch of each stage k costs and holds, summed over the stage's ops and saved
  * tensors by the assignment's actions. */
@@ -25,6 +26,9 @@ struct stage_sums {
      * ops first_op..i; the working set then holds wv - kc of workspace beside the activations. */
     uint64_t kc[MPRESS_MAX_GPUS], wv[MPRESS_MAX_GPUS];
     uint64_t out[MPRESS_MAX_GPUS];  /* boundary output to stage k + 1 (0 for the last) */
+    /* The tied weight (plan_tied_find), found once with the sums: a trial scans no op names. */
+    struct plan_tied tw;
+    int tied;
     /* d2d[k][g]: bytes per micro-batch stage k parks on GPU g. */
     uint64_t (*d2d)[MPRESS_MAX_GPUS];
 };

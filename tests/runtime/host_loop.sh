@@ -162,7 +162,8 @@ for g in p["gpus"]:
     assert g["capacity_bytes"] == small, g
     # the peak counts the reserve
     states = g["weights_bytes"] + g["gradients_bytes"] + g["optimizer_bytes"]
-    assert g["reserve_bytes"] + states <= g["peak_bytes"] <= g["capacity_bytes"], g
+    assert g["reserve_bytes"] + states <= g["peak_bytes"] <= g["bound_bytes"], g
+    assert g["bound_bytes"] <= g["capacity_bytes"], g  # the bound decides fit
 print("%s: %d of %d saved tensors recomputed or swapped (%s)" %
       (p["profile"]["model"]["name"], len(moved), len(acts),
        ", ".join("%s %d" % (k, acts.count(k)) for k in sorted(set(moved)))))
