@@ -533,6 +533,42 @@ static void test_prefetch_for_recompute(void)
     }
 }
 
+/* GPipe, one stage (ops 0 and 1 on gpu 0), two micro-batches of 1 GB tensors: op 0's
+ * recomputed before op 1's backward (its slot begins with that recompute), op 1's swapped to
+ * the host (1 s a copy at 1e9 bytes/s), lookahead 2 (the planner's n + r - 1). The stream:
+ * F0(0) [0,1] F0(1) [1,2] F1(0) [2,3] F1(1) [3,4], R0 [4,4.5]; evict mb0 [2,3], mb1 [4,5];
+ * prefetch mb0 waits for mb1's eviction (the GPipe edge): [5,6]; B0(1) [6,8], B0(0) [8,10],
+ * R1 [10,10.5]. The lookahead counted back from mb1's slot (R1) lands on R0, one task before
+ * B0(1): mb1's prefetch was issued at 4.5, took the engine when mb1's eviction ended ([5,6],
+ * mb0's then [6,7], B0(1) [7,9]) and stood beside mb0's copy: 0.9 GB of states and reserve +
+ * mb0's recomputed tensor + both copies = 3.9 GB, where the cost model counts one
+ * micro-batch's. It now waits for B0(1): [8,9], and the peak is 2.9 GB. */
+static void test_prefetch_after_previous_backward(void)
+{
+    struct fixture f;
+    fixture_init(&f, 2, GB);
+    f.plan.n_stages = 1;
+    f.stages[0] = (struct mpress_plan_stage){0, 1, 0, 0};
+    f.ops[0].output_bytes = 0;
+    f.plan.schedule = MPRESS_SCHEDULE_GPIPE;
+    f.plan.prefetch_lookahead = 2;
+    add_action(&f, 0, MPRESS_ACTION_RECOMPUTE);
+    f.actions[0].prefetch_before_op = 1;
+    add_action(&f, 1, MPRESS_ACTION_HOST_SWAP);
+    struct mpress_sim *s = run(&f, 1);
+    if (!s)
+        return;
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 0), 5, 6);
+    const struct mpress_sim_task *b01 =
+        mpress_sim_task_find(s, MPRESS_SIM_BACKWARD, 0, 0, 0, 1, -1);
+    CHECK(b01 != NULL);
+    if (b01)
+        CHECK_SPAN(b01, 6, 8);
+    CHECK_SPAN(find(s, MPRESS_SIM_PREFETCH, 0, 0, 1), 8, 9);
+    CHECK_INT(mpress_sim_summary_get(s)->gpus[0].peak, 29 * GB / 10);
+    mpress_sim_destroy(s);
+}
+
 /* GPipe with a slower receiver: a sender a whole pass ahead must not pile up send buffers.
  * Four micro-batches, tensors kept (0.5 GB each), states and reserve 0.7 GB.
  * Forward (stage 1's op takes 3 s): s0 F0 [0,1] F1 [1,2] F2 [2,3]; each copy waits for the
@@ -1105,6 +1141,7 @@ int main(void)
     test_out_of_memory();
     test_saved_input_once();
     test_prefetch_for_recompute();
+    test_prefetch_after_previous_backward();
     test_gpipe_send_buffers();
     test_1f1b_send_buffers();
     test_rejects();
