@@ -21,12 +21,22 @@ struct sub_cb {
     long limit, nodes;
     const double *heur;
     int given;
+    long after; /* ilp_dive: nodes it goes on for after its first integer plan, -1 if none yet */
+    int first;
 };
 
 static void sub_callback(glp_tree *tree, void *info)
 {
     struct sub_cb *s = info;
     int reason = glp_ios_reason(tree);
+    if (reason == GLP_IBINGO && s->first) {
+        int a_cnt, n_cnt, t_cnt;
+        glp_ios_tree_size(tree, &a_cnt, &n_cnt, &t_cnt);
+        if (t_cnt + s->after < s->limit)
+            s->limit = t_cnt + s->after;
+        s->first = 0;
+        return;
+    }
     if (reason == GLP_IHEUR && s->heur && !s->given) {
         glp_ios_heur_sol(tree, s->heur);
         s->given = 1;
@@ -130,6 +140,22 @@ static double *complete_vector(glp_prob *lp, const double *x)
     return v;
 }
 
+/* The MILP solution of cp (a copy of lp with bounds changed or rows added) as a checked
+ * vector of lp (complete_vector), or NULL. */
+static double *mip_vector(glp_prob *lp, glp_prob *cp)
+{
+    int n = glp_get_num_cols(lp);
+    double *y = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!y)
+        return NULL;
+    y[0] = 0;
+    for (int j = 1; j <= n; j++)
+        y[j] = glp_mip_col_val(cp, j);
+    double *v = complete_vector(lp, y);
+    free(y);
+    return v;
+}
+
 double ilp_objective(glp_prob *lp, const double *x)
 {
     double z = glp_get_obj_coef(lp, 0);
@@ -189,16 +215,8 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
     glp_intopt(cp, &parm);
     *used = cb.nodes;
     int st = glp_mip_status(cp);
-    if (st == GLP_OPT || st == GLP_FEAS) {
-        double *y = malloc(sizeof(double) * (size_t)(n + 1));
-        if (y) {
-            y[0] = 0;
-            for (int j = 1; j <= n; j++)
-                y[j] = glp_mip_col_val(cp, j);
-            v = complete_vector(lp, y);
-            free(y);
-        }
-    }
+    if (st == GLP_OPT || st == GLP_FEAS)
+        v = mip_vector(lp, cp);
     if (v && ilp_objective(lp, v) >= cutoff) { /* the start itself, or no better */
         free(v);
         v = NULL;
@@ -206,6 +224,46 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
 out:
     free(ind);
     free(val);
+    glp_delete_prob(cp);
+    return v;
+}
+
+double *ilp_dive(glp_prob *lp, const struct inst *in, long nodes, long after, long *used,
+                 int *none)
+{
+    int n = glp_get_num_cols(lp);
+    glp_prob *cp = glp_create_prob();
+    glp_copy_prob(cp, lp, GLP_OFF);
+    double *v = NULL;
+    *used = 0;
+    *none = 0;
+    glp_smcp sp;
+    glp_init_smcp(&sp);
+    sp.msg_lev = GLP_MSG_OFF;
+    sp.it_lim = 50 * (glp_get_num_rows(cp) + n) + 10000;
+    if (glp_simplex(cp, &sp) != 0 || glp_get_status(cp) != GLP_OPT) {
+        glp_delete_prob(cp);
+        return NULL;
+    }
+    struct sub_cb cb = {.limit = nodes, .after = after, .first = 1};
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.presolve = GLP_OFF;
+    parm.mip_gap = 1e-4;
+    parm.br_tech = in->mapped ? GLP_BR_PCH : GLP_BR_DTH;
+    parm.bt_tech = GLP_BT_DFS;
+    parm.gmi_cuts = GLP_ON;
+    parm.mir_cuts = parm.cov_cuts = in->mapped ? GLP_OFF : GLP_ON;
+    parm.cb_func = sub_callback;
+    parm.cb_info = &cb;
+    int ret = glp_intopt(cp, &parm);
+    *used = cb.nodes;
+    int st = glp_mip_status(cp);
+    /* the whole tree searched without a plan: none exists */
+    *none = (ret == 0 || ret == GLP_ENOPFS) && st == GLP_NOFEAS;
+    if (st == GLP_OPT || st == GLP_FEAS)
+        v = mip_vector(lp, cp);
     glp_delete_prob(cp);
     return v;
 }

@@ -281,6 +281,16 @@ static void tiny_tolerances(void)
               "bert-tiny host profile, gpipe, 8 x 800 KiB");
 }
 
+/* No baseline fits and best-bound search finds no plan within the node limit, although plans
+ * exist: bert-tiny (another host profile) under GPipe on 8 emulated devices of 500 KiB at 3e8
+ * bytes/s (best-bound search finds its first plan after 18,219 nodes). The planner exited 4
+ * ("stopped before finding any plan"); the depth-first search after it finds one. */
+static void first_plan_depth_first(void)
+{
+    tiny_case("bert-tiny.host-b.json", "emu8-500k-slow.json", MPRESS_SCHEDULE_GPIPE,
+              "bert-tiny host profile b, gpipe, 8 x 500 KiB at 3e8 bytes/s");
+}
+
 int main(void)
 {
     scaled_root();
@@ -289,5 +299,6 @@ int main(void)
     infeasible_named();
     infeasible_by_floor();
     tiny_tolerances();
+    first_plan_depth_first();
     return check_done();
 }
