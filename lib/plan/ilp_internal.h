@@ -185,11 +185,11 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
                          struct ilp_ls_stats *st);
 
 /* Depth-first branch and bound on the whole of lp (no columns fixed, no cut-off) within
- * `nodes` nodes, and at most `after` nodes past its first integer plan: the best plan it finds
- * as a checked vector of lp, or NULL; *used: the nodes it took; *none: 1 when it searched the
- * whole tree and found that no plan exists. For a first plan where the best-bound search
- * found none and no baseline fits. */
-double *ilp_dive(glp_prob *lp, const struct inst *in, long nodes, long after, long *used,
-                 int *none);
+ * `nodes` nodes, and at most `after` nodes past its first integer plan, branching by pseudo
+ * costs (pch) or Driebeck-Tomlin: the best plan it finds as a checked vector of lp, or NULL;
+ * *used: the nodes it took; *none: 1 when it searched the whole tree and found that no plan
+ * exists. For a first plan where the best-bound search found none and no baseline fits. */
+double *ilp_dive(glp_prob *lp, const struct inst *in, long nodes, long after, int pch,
+                 long *used, int *none);
 
 #endif

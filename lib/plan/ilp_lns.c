@@ -228,8 +228,8 @@ out:
     return v;
 }
 
-double *ilp_dive(glp_prob *lp, const struct inst *in, long nodes, long after, long *used,
-                 int *none)
+double *ilp_dive(glp_prob *lp, const struct inst *in, long nodes, long after, int pch,
+                 long *used, int *none)
 {
     int n = glp_get_num_cols(lp);
     glp_prob *cp = glp_create_prob();
@@ -251,7 +251,7 @@ double *ilp_dive(glp_prob *lp, const struct inst *in, long nodes, long after, lo
     parm.msg_lev = GLP_MSG_OFF;
     parm.presolve = GLP_OFF;
     parm.mip_gap = 1e-4;
-    parm.br_tech = in->mapped ? GLP_BR_PCH : GLP_BR_DTH;
+    parm.br_tech = pch ? GLP_BR_PCH : GLP_BR_DTH;
     parm.bt_tech = GLP_BT_DFS;
     parm.gmi_cuts = GLP_ON;
     parm.mir_cuts = parm.cov_cuts = in->mapped ? GLP_OFF : GLP_ON;

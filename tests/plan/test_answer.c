@@ -283,12 +283,15 @@ static void tiny_tolerances(void)
 
 /* No baseline fits and best-bound search finds no plan within the node limit, although plans
  * exist: bert-tiny (another host profile) under GPipe on 8 emulated devices of 500 KiB at 3e8
- * bytes/s (best-bound search finds its first plan after 18,219 nodes). The planner exited 4
- * ("stopped before finding any plan"); the depth-first search after it finds one. */
+ * bytes/s (best-bound search finds its first plan after 18,219 nodes) and of 550 KiB (within
+ * 30,000). The planner exited 4 ("stopped before finding any plan"); the depth-first search
+ * after it finds one (on 550 KiB only with pseudo-cost branching). */
 static void first_plan_depth_first(void)
 {
     tiny_case("bert-tiny.host-b.json", "emu8-500k-slow.json", MPRESS_SCHEDULE_GPIPE,
               "bert-tiny host profile b, gpipe, 8 x 500 KiB at 3e8 bytes/s");
+    tiny_case("bert-tiny.host-b.json", "emu8-550k-slow.json", MPRESS_SCHEDULE_GPIPE,
+              "bert-tiny host profile b, gpipe, 8 x 550 KiB at 3e8 bytes/s");
 }
 
 int main(void)
