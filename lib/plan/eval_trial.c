@@ -18,7 +18,6 @@ int plan_trial_init(struct plan_trial *t, const struct mpress_profile *p,
     t->n_actions = plan_count_tensors(p);
     t->s.d2d = calloc(MPRESS_MAX_GPUS, sizeof(*t->s.d2d));
     t->stage_of = malloc(sizeof(int) * (size_t)(t->n_actions > 0 ? t->n_actions : 1));
-    t->n_ops = p->n_ops;
     t->pre = calloc(p->n_ops > 0 ? (size_t)p->n_ops : 1, sizeof(*t->pre));
     t->suf = calloc(p->n_ops > 0 ? (size_t)p->n_ops : 1, sizeof(*t->suf));
     if (!t->s.d2d || !t->stage_of || !t->pre || !t->suf) {

@@ -72,7 +72,6 @@ struct plan_trial {
      * of ops first_op..i': the largest for i' <= i (pre) and for i' >= i (suf), from which a
      * trial has the stage's wv in O(1). */
     uint64_t *pre, *suf;
-    int n_ops;
     /* the stages those facts are for (they depend on the cuts, not the actions) */
     int n_stages, first_op[MPRESS_MAX_GPUS], last_op[MPRESS_MAX_GPUS];
     int stages_finite;
@@ -100,9 +99,9 @@ int plan_trial_eval(struct plan_trial *t, const struct mpress_profile *p,
                     double *time_err);
 
 /* Make the change of action j (base action *old, a's action now) part of the base without
- * summing the plan again (O(GPUs + the stage's ops)): later trials are of a as it stands. The stage's time then
- * carries the rounding of the changes made since plan_trial_base, which the trials' time_err
- * includes. */
+ * summing the plan again (O(GPUs + the stage's ops)): later trials are of a as it stands. The
+ * stage's time then carries the rounding of the changes made since plan_trial_base, which the
+ * trials' time_err includes. */
 void plan_trial_commit(struct plan_trial *t, const struct mpress_profile *p,
                        const struct mpress_assignment *a, int j,
                        const struct mpress_plan_action *old);

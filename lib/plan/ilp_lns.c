@@ -21,8 +21,8 @@ struct sub_cb {
     long limit, nodes;
     const double *heur;
     int given;
-    long after; /* ilp_dive: nodes it goes on for after its first integer plan, -1 if none yet */
-    int first;
+    long after; /* ilp_dive: nodes it goes on for past its first integer plan */
+    int first;  /* ilp_dive: no integer plan yet */
 };
 
 static void sub_callback(glp_tree *tree, void *info)

@@ -520,6 +520,16 @@ static void search_from(struct solve *sv, const struct inst *in, const double *s
     stats->gap = (stats->objective - stats->bound) / stats->objective;
 }
 
+/* The local search's budget from a start after branch and bound (L the node limit, at most
+ * 5000): 3/5 L in all, 2/5 L on its own partition and mapping, L/5 per box of 1, then 2,
+ * blocks, L/10 with the mapping free. */
+static struct ilp_ls_budget warm_budget(long lim)
+{
+    return (struct ilp_ls_budget){.nodes = lim * 3 / 5, .first_nodes = lim * 2 / 5,
+                                  .box_nodes = lim / 5, .box_delta = 1, .box_max = 2,
+                                  .map_nodes = lim / 10, .box_rounds = 8};
+}
+
 /* The solution of the finished search (1-based column values, malloc'd; NULL when memory runs
  * out). When the search stopped before reaching the gap limit, a local search (ilp_lns.c), on
  * a copy of the problem made before the search, from the warm start (its solution vector, or
@@ -552,9 +562,7 @@ static double *solution(struct solve *sv, const struct inst *in,
     int moved = have;
     if (have && sv->cb.heur)
         moved = stats->objective < ilp_objective(lp, sv->cb.heur) * (1 - 1e-9);
-    struct ilp_ls_budget warm = {.nodes = lim * 3 / 5, .first_nodes = lim * 2 / 5,
-                                 .box_nodes = lim / 5, .box_delta = 1, .box_max = 2,
-                                 .map_nodes = lim / 10, .box_rounds = 8};
+    struct ilp_ls_budget warm = warm_budget(lim);
     struct ilp_ls_budget mine = {.nodes = lim * 2 / 5, .first_nodes = lim / 5,
                                  .box_nodes = lim / 10, .box_delta = 1, .box_max = 2,
                                  .map_nodes = lim / 20, .box_rounds = 8};
@@ -618,10 +626,11 @@ static long pre_search(struct solve *sv, const struct inst *in,
 /* Branch and bound stopped without a plan, no baseline fits, and nothing proved that none
  * does: depth first on the whole MILP within 4 L nodes and L past its first plan (L the node
  * limit, at most 5000), which reaches integer plans where best-bound search spends its nodes
- * on fractional subproblems, then the local search from its best plan within 3/5 L. bert-tiny under GPipe on 8 emulated
- * 500 KiB devices at 3e8 bytes/s has plans (18,219 nodes of best-bound search find one) but
- * none within 5,000, and the planner exited 4. Nodes only decide, so the answer stays
- * deterministic; the bound is branch and bound's. */
+ * on fractional subproblems, then the local search from its best plan (warm_budget). bert-tiny
+ * under GPipe on 8 emulated 500 KiB devices at 3e8 bytes/s has plans (18,219 nodes of
+ * best-bound search find one) but none within 5,000, and the planner exited 4. Nodes only
+ * decide, so the answer stays deterministic; the bound is branch and bound's. A tree searched
+ * to its end without a plan proves that none fits. */
 static int first_plan(struct solve *sv, const struct mpress_profile *p,
                       const struct mpress_topology *topo, const struct mpress_plan_options *o,
                       const struct inst *in, int ret, double root_bound, long pre_nodes,
@@ -656,9 +665,7 @@ static int first_plan(struct solve *sv, const struct mpress_profile *p,
     stats->gap = stats->objective > 0 ? (stats->objective - stats->bound) / stats->objective : 0;
     stats->nodes = sv->cb.nodes + pre_nodes + used;
     if (stats->gap > o->mip_gap && lim >= 5) {
-        struct ilp_ls_budget bud = {.nodes = lim * 3 / 5, .first_nodes = lim * 2 / 5,
-                                    .box_nodes = lim / 5, .box_delta = 1, .box_max = 2,
-                                    .map_nodes = lim / 10, .box_rounds = 8};
+        struct ilp_ls_budget bud = warm_budget(lim);
         double *from = malloc(sizeof(double) * (size_t)(glp_get_num_cols(sv->orig) + 1));
         if (from) {
             memcpy(from, x, sizeof(double) * (size_t)(glp_get_num_cols(sv->orig) + 1));
