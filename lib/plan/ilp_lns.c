@@ -164,6 +164,33 @@ double ilp_objective(glp_prob *lp, const double *x)
     return z;
 }
 
+/* The relaxation of cp (a copy of lp with bounds changed or rows added), then branch and
+ * bound on it with the local search's settings: pseudo-cost (pch) or Driebeck-Tomlin
+ * branching, depth first (dfs) or by best local bound, Gomory cuts, and MIR and cover cuts
+ * where the mapping is fixed (!mapped); cb counts and limits the nodes. glp_intopt's return,
+ * or -1 when the relaxation has no optimum (deterministic iteration bound). */
+static int sub_intopt(glp_prob *cp, struct sub_cb *cb, int pch, int dfs, int mapped)
+{
+    glp_smcp sp;
+    glp_init_smcp(&sp);
+    sp.msg_lev = GLP_MSG_OFF;
+    sp.it_lim = 50 * (glp_get_num_rows(cp) + glp_get_num_cols(cp)) + 10000;
+    if (glp_simplex(cp, &sp) != 0 || glp_get_status(cp) != GLP_OPT)
+        return -1;
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.presolve = GLP_OFF;
+    parm.mip_gap = 1e-4;
+    parm.br_tech = pch ? GLP_BR_PCH : GLP_BR_DTH;
+    parm.bt_tech = dfs ? GLP_BT_DFS : GLP_BT_BLB;
+    parm.gmi_cuts = GLP_ON;
+    parm.mir_cuts = parm.cov_cuts = mapped ? GLP_OFF : GLP_ON;
+    parm.cb_func = sub_callback;
+    parm.cb_info = cb;
+    return glp_intopt(cp, &parm);
+}
+
 /* The restricted MILP of lp on partition u, or within delta blocks of it (fix_partition),
  * with x's mapping, cut off at objective `cutoff`, within `nodes` nodes; start: an incumbent to
  * offer (a solution inside the restriction), or NULL. Returns the best plan it finds below the
@@ -194,25 +221,9 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
     int row = glp_add_rows(cp, 1);
     glp_set_row_bnds(cp, row, GLP_UP, 0, cutoff - glp_get_obj_coef(cp, 0));
     glp_set_mat_row(cp, row, len, ind, val);
-    glp_smcp sp;
-    glp_init_smcp(&sp);
-    sp.msg_lev = GLP_MSG_OFF;
-    sp.it_lim = 50 * (glp_get_num_rows(cp) + n) + 10000;
-    if (glp_simplex(cp, &sp) != 0 || glp_get_status(cp) != GLP_OPT)
-        goto out;
     struct sub_cb cb = {.limit = nodes, .heur = start};
-    glp_iocp parm;
-    glp_init_iocp(&parm);
-    parm.msg_lev = GLP_MSG_OFF;
-    parm.presolve = GLP_OFF;
-    parm.mip_gap = 1e-4;
-    parm.br_tech = mapped_settings ? GLP_BR_PCH : GLP_BR_DTH;
-    parm.bt_tech = dive ? GLP_BT_DFS : GLP_BT_BLB;
-    parm.gmi_cuts = GLP_ON;
-    parm.mir_cuts = parm.cov_cuts = mapped_settings ? GLP_OFF : GLP_ON;
-    parm.cb_func = sub_callback;
-    parm.cb_info = &cb;
-    glp_intopt(cp, &parm);
+    if (sub_intopt(cp, &cb, mapped_settings, dive, mapped_settings) < 0)
+        goto out;
     *used = cb.nodes;
     int st = glp_mip_status(cp);
     if (st == GLP_OPT || st == GLP_FEAS)
@@ -231,33 +242,17 @@ out:
 double *ilp_dive(glp_prob *lp, const struct inst *in, long nodes, long after, int pch,
                  long *used, int *none)
 {
-    int n = glp_get_num_cols(lp);
     glp_prob *cp = glp_create_prob();
     glp_copy_prob(cp, lp, GLP_OFF);
     double *v = NULL;
     *used = 0;
     *none = 0;
-    glp_smcp sp;
-    glp_init_smcp(&sp);
-    sp.msg_lev = GLP_MSG_OFF;
-    sp.it_lim = 50 * (glp_get_num_rows(cp) + n) + 10000;
-    if (glp_simplex(cp, &sp) != 0 || glp_get_status(cp) != GLP_OPT) {
+    struct sub_cb cb = {.limit = nodes, .after = after, .first = 1};
+    int ret = sub_intopt(cp, &cb, pch, 1, in->mapped);
+    if (ret < 0) {
         glp_delete_prob(cp);
         return NULL;
     }
-    struct sub_cb cb = {.limit = nodes, .after = after, .first = 1};
-    glp_iocp parm;
-    glp_init_iocp(&parm);
-    parm.msg_lev = GLP_MSG_OFF;
-    parm.presolve = GLP_OFF;
-    parm.mip_gap = 1e-4;
-    parm.br_tech = pch ? GLP_BR_PCH : GLP_BR_DTH;
-    parm.bt_tech = GLP_BT_DFS;
-    parm.gmi_cuts = GLP_ON;
-    parm.mir_cuts = parm.cov_cuts = in->mapped ? GLP_OFF : GLP_ON;
-    parm.cb_func = sub_callback;
-    parm.cb_info = &cb;
-    int ret = glp_intopt(cp, &parm);
     *used = cb.nodes;
     int st = glp_mip_status(cp);
     /* the whole tree searched without a plan: none exists */

@@ -125,6 +125,21 @@ static void compare(struct plan_trial *tr, const struct mpress_profile *p,
                   "%s: bottleneck %s / %s", what, trial.bottleneck, full.bottleneck);
 }
 
+/* a: the baselines' even partition of p over t's GPUs (every tensor kept); tr ready for it. */
+static void even_start(const struct mpress_profile *p, const struct mpress_topology *t,
+                       struct mpress_assignment *a, struct plan_trial *tr)
+{
+    struct mpress_error err;
+    CHECK_INT(mpress_assignment_init(a, p, &err), 0);
+    CHECK_INT(plan_trial_init(tr, p, &err), 0);
+    char *cut_ok = malloc((size_t)p->n_ops);
+    int order[MPRESS_MAX_GPUS];
+    plan_gpu_order(t, order);
+    plan_cut_points(p, MPRESS_CUTS_AUTO, cut_ok);
+    plan_even_partition(p, cut_ok, t->n_gpus, order, a);
+    free(cut_ok);
+}
+
 static void run_case(const char *profile, const char *server, int gpus, int huge)
 {
     struct mpress_profile p;
@@ -139,14 +154,7 @@ static void run_case(const char *profile, const char *server, int gpus, int huge
     struct mpress_assignment a;
     struct mpress_error err;
     struct plan_trial tr;
-    CHECK_INT(mpress_assignment_init(&a, &p, &err), 0);
-    CHECK_INT(plan_trial_init(&tr, &p, &err), 0);
-    char *cut_ok = malloc((size_t)p.n_ops);
-    int order[MPRESS_MAX_GPUS];
-    plan_gpu_order(&t, order);
-    plan_cut_points(&p, MPRESS_CUTS_AUTO, cut_ok);
-    plan_even_partition(&p, cut_ok, t.n_gpus, order, &a);
-    free(cut_ok);
+    even_start(&p, &t, &a, &tr);
     const int M = 8;
     double worst = 0;
     long trials = 0;
@@ -204,14 +212,7 @@ static void names_read_once(void)
     struct mpress_assignment a;
     struct mpress_error err;
     struct plan_trial tr;
-    CHECK_INT(mpress_assignment_init(&a, &p, &err), 0);
-    CHECK_INT(plan_trial_init(&tr, &p, &err), 0);
-    char *cut_ok = malloc((size_t)p.n_ops);
-    int order[MPRESS_MAX_GPUS];
-    plan_gpu_order(&t, order);
-    plan_cut_points(&p, MPRESS_CUTS_AUTO, cut_ok);
-    plan_even_partition(&p, cut_ok, t.n_gpus, order, &a);
-    free(cut_ok);
+    even_start(&p, &t, &a, &tr);
     struct mpress_plan_eval base, trial, untied;
     plan_trial_base(&tr, &p, &t, MPRESS_SCHEDULE_1F1B, 8, &a, &base);
     CHECK(tr.s.tied);
