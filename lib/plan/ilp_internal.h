@@ -107,6 +107,17 @@ struct cols {
 #define IX2(k, i, n) ((k) * (n) + (i))
 #define IX3(k, a, b, n) (((k) * (n) + (a)) * (n) + (b))
 
+/* How the search treats in (ilp_form.c explains why): where the MILP fixes the mapping and
+ * decides where at most ILP_HOST_FIRST_MAX slots keep their optimizer states, branch and bound
+ * branches on that placement first (ilp_host_first); where it decides it for more slots, the
+ * cycle's floor (ilp_cycle_floor) is T's lower bound (ilp_floor_on). */
+#define ILP_HOST_FIRST_MAX 8
+int ilp_host_first(const struct inst *in);
+int ilp_floor_on(const struct inst *in);
+/* The least largest stage time (fwd + bwd of its blocks) of any cut of the blocks into at most
+ * N contiguous stages, from below: no plan's cycle is shorter. */
+double ilp_cycle_floor(const struct inst *in);
+
 /* Adds the columns and rows of the MILP for in to m; -1 when memory runs out. */
 int ilp_build(struct model *m, const struct inst *in, const struct mpress_topology *topo,
               enum mpress_schedule sched, struct cols *c);

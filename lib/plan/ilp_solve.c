@@ -39,7 +39,7 @@ struct cb_ctx {
     int stopped_by_nodes;
     double *heur;       /* a warm-start solution (1-based column values), or NULL */
     int heur_given;     /* heur has been offered to GLPK */
-    unsigned char *first; /* [column]: 1 for the partition columns, branched on first */
+    unsigned char *first; /* [column]: rank of the columns branched on first (0: none) */
     int n_cols;
     long first_nodes;     /* ... within the first first_nodes nodes of the tree */
 };
@@ -47,7 +47,9 @@ struct cb_ctx {
 /* Branching, within the first half of the node limit: a partition column (w, f: how many
  * blocks of each run the slots take) while one is fractional, the most fractional first (the
  * lowest column on a tie), GLPK's choice (pseudo cost or Driebeck-Tomlin) once the partition
- * is integral; after that half, GLPK's choice everywhere. The relaxation balances fractional
+ * is integral; after that half, GLPK's choice everywhere. Where ilp_host_first holds, the
+ * optimizer placement (h_k) comes before the partition in the same way: the lowest rank of
+ * c->first with a fractional column, then the most fractional of that rank. The relaxation balances fractional
  * layers across the stages, and once the layer counts are integers the rest (action counts,
  * D2D bytes, optimizer placement) is nearly integral on its own, so branching on the partition
  * first raises the bound where branching on an action count splits nodes that differ by one
@@ -59,24 +61,27 @@ struct cb_ctx {
 static void branch_partition_first(glp_tree *tree, const struct cb_ctx *c)
 {
     glp_prob *lp = glp_ios_get_prob(tree);
-    int best = 0;
+    int best = 0, best_rank = 0;
     double best_frac = 0;
     for (int j = 1; j <= c->n_cols; j++) {
         if (!c->first[j] || !glp_ios_can_branch(tree, j))
             continue;
         double v = glp_get_col_prim(lp, j);
         double frac = fmin(v - floor(v), ceil(v) - v);
-        if (!best || frac > best_frac + 1e-12) {
+        int rank = c->first[j];
+        if (!best || rank < best_rank || (rank == best_rank && frac > best_frac + 1e-12)) {
             best = j;
             best_frac = frac;
+            best_rank = rank;
         }
     }
     if (best)
         glp_ios_branch_upon(tree, best, GLP_NO_BRNCH);
 }
 
-/* The partition columns of c, marked in a [column] array (calloc'd; NULL when memory runs
- * out, and branching is then GLPK's alone). */
+/* The columns branched on first, ranked in a [column] array (calloc'd; NULL when memory
+ * runs out, and branching is then GLPK's alone): the partition's 1, or, where ilp_host_first
+ * holds, the optimizer placement's 1 and the partition's 2; 0 for the rest. */
 static unsigned char *partition_columns(const struct inst *in, const struct cols *c, int n_cols)
 {
     unsigned char *first = calloc((size_t)n_cols + 1, 1);
@@ -90,6 +95,13 @@ static unsigned char *partition_columns(const struct inst *in, const struct cols
             if (f > 0)
                 first[f] = 1;
         }
+    if (!ilp_host_first(in))
+        return first;
+    for (int j = 1; j <= n_cols; j++)
+        first[j] *= 2;
+    for (int k = 0; k < in->N; k++)
+        if (c->h[k] > 0)
+            first[c->h[k]] = 1;
     return first;
 }
 
