@@ -93,6 +93,23 @@ int plan_tied_find(const struct mpress_profile *p, struct plan_tied *t);
 /* Host memory bandwidth all sockets give together to CPU optimizer steps. */
 double plan_host_bw(const struct mpress_topology *t);
 
+/* The mapping-free relaxation of a direct-fabric server of identical GPUs (ilp_relax.c): the
+ * same GPUs and host behind an NVSwitch-like fabric whose every pair is as fast as the real
+ * server's best GPU links together, each GPU on its own PCIe switch and socket. -1 (out
+ * untouched) where it does not apply: NVSwitch already, one GPU, or GPUs that differ. */
+int plan_topology_relax(const struct mpress_topology *t, struct mpress_topology *out);
+/* a with stage k moved to GPU k and D2D peers renamed alike (out initialised for a's
+ * profile): the same plan on the relaxed server. */
+void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,
+                           struct mpress_assignment *out);
+/* Where the MILP stopped at its node limit above the gap on a server plan_topology_relax
+ * relaxes, solves the relaxed server's MILP from plan (same options and node limit) and raises
+ * solver's bound to its bound when higher (gap, and status "gap_reached" when it closes),
+ * adding its nodes. 0, or MPRESS_ESYSTEM when out of memory. */
+int plan_mapfree_bound(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, const struct mpress_assignment *plan,
+                       struct mpress_plan_solver *solver, struct mpress_error *err);
+
 /* prefetch_before_op of a tensor of op `op` in a stage ending at `stage_last`. A swapped
  * tensor is awaited by its own op's backward: with the plan's lookahead this is a sliding
  * window, each copy issued the same number of tasks ahead of its use, so one micro-batch's

@@ -261,6 +261,9 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
                                   (unsigned long long)ev.drain_short);
             goto done;
         }
+        /* Where the mapping made the search stop short of the gap, the bound without it. */
+        if ((rc = plan_mapfree_bound(p, topo, o, &chosen, &solver, err)))
+            goto done;
     } else {
         if (!bev[chosen_idx].fits) {
             explain_short(&bev[chosen_idx], mpress_policy_name(baseline_policies[chosen_idx]),

@@ -25,6 +25,11 @@ struct brute {
     double best;
     struct mpress_assignment a, best_a;
     long evals, lps;
+    /* The mapping-free relaxation of a direct server (plan_topology_relax), NULL elsewhere:
+     * every assignment that fits is checked to fit there too, never slower (ra: its copy). */
+    const struct mpress_topology *rt;
+    struct mpress_assignment ra;
+    long relaxed;
 };
 
 static int term_off(void *info, const char *s)
@@ -266,6 +271,19 @@ static void consider(struct brute *b)
             return;
         v = ev.iteration_s;
     }
+    if (b->rt) {
+        struct mpress_plan_eval ev, evr;
+        if (mpress_plan_evaluate(b->p, b->t, b->sched, b->M, &b->a, &ev, NULL) == 0 &&
+            fits_margin(&ev)) {
+            plan_assignment_relax(&b->a, b->t->n_gpus, &b->ra);
+            b->relaxed++;
+            CHECK_INT(mpress_plan_evaluate(b->p, b->rt, b->sched, b->M, &b->ra, &evr, NULL), 0);
+            CHECK_MSG(fits_margin(&evr) &&
+                          evr.iteration_s <= ev.iteration_s * (1 + 1e-9) + 1e-12,
+                      "relaxed server: fits %d, %.9g s against %.9g s on the real one",
+                      fits_margin(&evr), evr.iteration_s, ev.iteration_s);
+        }
+    }
     if (v < b->best) {
         b->best = v;
         b->best_a.n_stages = b->a.n_stages;
@@ -433,7 +451,8 @@ int main(void)
     glp_term_hook(term_off, NULL);
     tiny_state_ = 0x6d707265737321ULL; /* fixed seed */
     int instances = 400, feasible = 0, with_d2d = 0, with_host_swap = 0, with_host_opt = 0, warm_started = 0;
-    int with_tied_split = 0, with_tied_host = 0;
+    int with_tied_split = 0, with_tied_host = 0, relaxed_bounds = 0, relaxed_below = 0;
+    long relaxed_checked = 0;
     for (int inst = 0; inst < instances; inst++) {
         struct mpress_profile p;
         struct mpress_topology t;
@@ -455,9 +474,14 @@ int main(void)
             continue;
         }
         struct brute b = {.p = &p, .t = &t, .sched = sched, .M = M, .best = INFINITY};
+        struct mpress_topology rt;
+        if (plan_topology_relax(&t, &rt) == 0)
+            b.rt = &rt;
         mpress_assignment_init(&b.a, &p, NULL);
         mpress_assignment_init(&b.best_a, &p, NULL);
+        mpress_assignment_init(&b.ra, &p, NULL);
         enum_partitions(&b);
+        relaxed_checked += b.relaxed;
 
         struct mpress_plan_options o;
         mpress_plan_options_init(&o);
@@ -543,6 +567,17 @@ int main(void)
                 }
                 mpress_assignment_finish(&ga);
             }
+            /* The relaxed server's MILP bounds the real server's optimum from below. */
+            if (b.rt) {
+                CHECK_INT(mpress_plan_ilp(&p, b.rt, &o, &ia, &st, &err), 0);
+                CHECK_MSG(st.bound <= b.best * (1 + 1e-6) + 1e-9 &&
+                              st.objective <= b.best * (1 + 1e-6) + 1e-9,
+                          "instance %d: relaxed bound %.9g, objective %.9g, enumeration %.9g",
+                          inst, st.bound, st.objective, b.best);
+                relaxed_bounds++;
+                relaxed_below += st.objective < b.best * (1 - 1e-6);
+                mpress_assignment_finish(&ia);
+            }
             /* The enumeration's best, with its split rounded to bytes, evaluates to its value. */
             struct mpress_plan_eval ev;
             CHECK_INT(mpress_plan_evaluate(&p, &t, sched, M, &b.best_a, &ev, NULL), 0);
@@ -550,8 +585,16 @@ int main(void)
         }
         mpress_assignment_finish(&b.a);
         mpress_assignment_finish(&b.best_a);
+        mpress_assignment_finish(&b.ra);
         mpress_profile_finish(&p);
     }
+    fprintf(stderr,
+            "mapping-free relaxation: %ld assignments that fit checked, %d relaxed optima "
+            "checked, %d of them below the real server's\n",
+            relaxed_checked, relaxed_bounds, relaxed_below);
+    CHECK_MSG(relaxed_checked > 10000 && relaxed_bounds > 50 && relaxed_below > 5,
+              "the relaxation was exercised (%ld, %d, %d)", relaxed_checked, relaxed_bounds,
+              relaxed_below);
     fprintf(stderr,
             "%d instances, %d feasible, %d optimal plans use D2D, %d host swap, %d host "
             "optimizer, %d also solved from the greedy plan; %d split a tied weight, %d of "

@@ -1,0 +1,128 @@
+/* A bound that forgets the mapping. On a direct-fabric server the MILP decides which GPU runs
+ * each stage, and its relaxation, with the mapping fractional, is weak: gpt3-13b on dgx1 stops
+ * at the node limit with a bound 14.6 % below its plan. The same model and profile on a server
+ * whose every GPU pair is as well connected as any pair of the real one, with no links shared,
+ * is a relaxation of it: each plan of the real server, its stages moved to GPUs 0, 1, ..., is
+ * a plan of that server that fits where it fitted and is never slower. There the mapping is
+ * fixed (NVSwitch), and its MILP's bound, a bound on every plan of the relaxed server, bounds
+ * the real server's plans too. docs/cost-model.md, "The mapping-free bound", gives the
+ * argument term by term; tests/plan/test_exact.c checks it on every enumerated assignment. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+/* The GPUs are interchangeable in the cost model (the relaxed server puts stage k on GPU k). */
+static int same_gpus(const struct mpress_topology *t)
+{
+    const struct mpress_topo_gpu *a = &t->gpus[0];
+    for (int g = 1; g < t->n_gpus; g++) {
+        const struct mpress_topo_gpu *b = &t->gpus[g];
+        if (strcmp(a->model, b->model) != 0 || a->memory_bytes != b->memory_bytes ||
+            a->reserve_bytes != b->reserve_bytes || a->flops_fp16 != b->flops_fp16 ||
+            a->flops_fp32 != b->flops_fp32 || a->hbm_bytes_per_s != b->hbm_bytes_per_s)
+            return 0;
+    }
+    return 1;
+}
+
+int plan_topology_relax(const struct mpress_topology *t, struct mpress_topology *out)
+{
+    const int G = t->n_gpus;
+    if (t->fabric != MPRESS_FABRIC_DIRECT || G < 2 || G > MPRESS_MAX_GPUS ||
+        t->pcie_bytes_per_s <= 0 || !same_gpus(t))
+        return -1;
+    /* One port per GPU as fast as the fastest GPU's NVLinks and PCIe link together: a port
+     * load of the relaxed server (a GPU's NVLink traffic plus the boundaries it sent over
+     * PCIe) is then never above the busiest of the real links it came from, and any pair
+     * runs at least as fast as the best real pair. */
+    double port = 0;
+    for (int g = 0; g < G; g++) {
+        double sum = 0;
+        for (int q = 0; q < G; q++)
+            sum += plan_nvlink_bw(t, g, q);
+        port = fmax(port, sum);
+    }
+    port += t->pcie_bytes_per_s;
+    *out = *t;
+    snprintf(out->name, sizeof(out->name), "%.50s-mapfree", t->name);
+    out->fabric = MPRESS_FABRIC_NVSWITCH;
+    out->nvlink_bytes_per_s = port;
+    /* Each GPU behind its own PCIe switch (its uplink no slower than its own link) and on its
+     * own socket: no host copy shares an uplink and no CPU optimizer step waits for another's
+     * (each socket keeps the real one's memory bandwidth). */
+    out->n_switches = G;
+    out->n_sockets = G;
+    if (out->socket_link_bytes_per_s <= 0)
+        out->socket_link_bytes_per_s = t->pcie_bytes_per_s;
+    for (int g = 0; g < G; g++) {
+        out->gpus[g].nvlink_ports = 1;
+        out->gpus[g].pcie_switch = g;
+        out->gpus[g].socket = g;
+        out->switches[g].uplink_bytes_per_s = t->pcie_bytes_per_s;
+        out->switches[g].socket = g;
+        for (int q = 0; q < G; q++)
+            out->nvlinks[g][q] = g != q;
+    }
+    return 0;
+}
+
+void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,
+                           struct mpress_assignment *out)
+{
+    int to[MPRESS_MAX_GPUS], used[MPRESS_MAX_GPUS] = {0}, next = a->n_stages;
+    for (int k = 0; k < a->n_stages; k++)
+        used[a->stages[k].gpu] = 1;
+    for (int g = 0; g < n_gpus; g++)
+        if (!used[g])
+            to[g] = next++;
+    for (int k = 0; k < a->n_stages; k++)
+        to[a->stages[k].gpu] = k;
+    out->n_stages = a->n_stages;
+    memcpy(out->stages, a->stages, sizeof(out->stages));
+    for (int k = 0; k < a->n_stages; k++)
+        out->stages[k].gpu = k;
+    memcpy(out->actions, a->actions, sizeof(*out->actions) * (size_t)a->n_actions);
+    for (int j = 0; j < a->n_actions; j++)
+        for (int i = 0; i < out->actions[j].n_peers; i++)
+            out->actions[j].peers[i] = to[a->actions[j].peers[i]];
+}
+
+int plan_mapfree_bound(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, const struct mpress_assignment *plan,
+                       struct mpress_plan_solver *solver, struct mpress_error *err)
+{
+    struct mpress_topology rt;
+    /* Only where the search stopped short of the gap on its node limit (not on a time limit,
+     * the user's cap on the search); a closed gap needs no better bound. */
+    if (solver->gap <= o->mip_gap || strcmp(solver->status, "node_limit") != 0 ||
+        plan_topology_relax(topo, &rt))
+        return 0;
+    struct mpress_assignment warm = {0}, got = {0};
+    if (mpress_assignment_init(&warm, p, err))
+        return MPRESS_ESYSTEM;
+    plan_assignment_relax(plan, topo->n_gpus, &warm);
+    struct mpress_plan_options ro = *o;
+    ro.warm_start = &warm;
+    ro.dump_lp = NULL;
+    ro.progress = NULL;
+    struct mpress_plan_solver rs;
+    /* A failure here leaves the answer as it was: the bound is an addition to a plan that is
+     * already made. */
+    int rc = mpress_plan_ilp(p, &rt, &ro, &got, &rs, NULL);
+    mpress_assignment_finish(&warm);
+    mpress_assignment_finish(&got);
+    if (rc)
+        return 0;
+    if (rs.nodes > 0)
+        solver->nodes += rs.nodes;
+    if (rs.bound <= solver->bound)
+        return 0;
+    solver->bound = fmin(rs.bound, solver->objective);
+    solver->gap = solver->objective > 0 ? (solver->objective - solver->bound) / solver->objective
+                                        : 0;
+    if (solver->gap <= o->mip_gap)
+        snprintf(solver->status, sizeof(solver->status), "gap_reached");
+    return 0;
+}
