@@ -267,12 +267,13 @@ double ilp_cycle_floor(const struct inst *in)
  * more. docs/benchmarks.md, "The optimizer placement first", has the measurements. */
 int ilp_host_first(const struct inst *in)
 {
-    return !in->mapped && in->host_opt && in->N <= ILP_HOST_FIRST_MAX;
+    return !in->mapped && in->host_opt &&
+           (in->N <= ILP_HOST_FIRST_MAX || in->branch == ILP_BRANCH_HOST_FIRST);
 }
 
 int ilp_floor_on(const struct inst *in)
 {
-    return !in->mapped && in->host_opt && in->N > ILP_HOST_FIRST_MAX;
+    return !in->mapped && in->host_opt && !ilp_host_first(in);
 }
 
 /* Columns, in the order the LP dump lists them. */

@@ -78,6 +78,9 @@ struct inst {
      * the block, the first of its class in the block; recomputed where the block opens a
      * stage, it is held like a kept tensor (eval.c, "held stage inputs"). NULL when none. */
     char *xcls;
+    /* ILP_BRANCH_HOST_FIRST: branch on the optimizer placement first however many slots there
+     * are, without the cycle's floor (plan_ilp_run; ilp_host_first explains). */
+    int branch;
 };
 
 int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology *topo,
@@ -112,6 +115,7 @@ struct cols {
  * branches on that placement first (ilp_host_first); where it decides it for more slots, the
  * cycle's floor (ilp_cycle_floor) is T's lower bound (ilp_floor_on). */
 #define ILP_HOST_FIRST_MAX 8
+#define ILP_BRANCH_HOST_FIRST 1
 int ilp_host_first(const struct inst *in);
 int ilp_floor_on(const struct inst *in);
 /* The least largest stage time (fwd + bwd of its blocks) of any cut of the blocks into at most

@@ -812,9 +812,11 @@ static void solve_reset(struct solve *sv)
     memset(sv, 0, sizeof(*sv));
 }
 
-int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
-                    const struct mpress_plan_options *o, struct mpress_assignment *out,
-                    struct mpress_plan_solver *stats, struct mpress_error *err)
+/* mpress_plan_ilp with the branching rule `branch` (0, or ILP_BRANCH_HOST_FIRST). */
+static int plan_ilp_run(const struct mpress_profile *p, const struct mpress_topology *topo,
+                        const struct mpress_plan_options *o, int branch,
+                        struct mpress_assignment *out, struct mpress_plan_solver *stats,
+                        struct mpress_error *err)
 {
     memset(stats, 0, sizeof(*stats));
     stats->nodes = -1;
@@ -828,6 +830,7 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
     int rc = ilp_inst_build(p, topo, o, &in, err);
     if (rc)
         return rc;
+    in.branch = branch;
     rc = mpress_assignment_init(out, p, err);
     if (rc) {
         ilp_inst_free(&in);
@@ -897,4 +900,55 @@ done:
     if (rc)
         mpress_assignment_finish(out);
     return rc;
+}
+
+int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    const struct mpress_plan_options *o, struct mpress_assignment *out,
+                    struct mpress_plan_solver *stats, struct mpress_error *err)
+{
+    return plan_ilp_run(p, topo, o, 0, out, stats, err);
+}
+
+/* On more than ILP_HOST_FIRST_MAX slots of a fixed mapping the search gives the cycle its
+ * floor, whose tree raises the bound; branching on the placement first instead finds faster
+ * plans there but leaves the bound low (gpt-20b on dgx2-16: 7.8165 s at 1.35 % against
+ * 7.7792 s at 4.27 %). Where the first stopped at its node limit above the gap, the second
+ * runs from the same start: the faster plan with the higher bound, both the same MILP's
+ * (docs/benchmarks.md, "Both searches on many slots"). */
+int plan_placement_search(const struct mpress_profile *p, const struct mpress_topology *topo,
+                          const struct mpress_plan_options *o, struct mpress_assignment *plan,
+                          struct mpress_plan_solver *solver, struct mpress_error *err)
+{
+    /* ilp_floor_on's case (ilp_instance.c sets mapped and host_opt so). */
+    int fixed = topo->fabric == MPRESS_FABRIC_NVSWITCH || topo->n_gpus < 2;
+    int host_opt = topo->pcie_bytes_per_s > 0 && plan_host_bw(topo) > 0;
+    if (!fixed || !host_opt || topo->n_gpus <= ILP_HOST_FIRST_MAX ||
+        solver->gap <= o->mip_gap || strcmp(solver->status, "node_limit") != 0)
+        return 0;
+    struct mpress_assignment got = {0};
+    struct mpress_plan_solver st;
+    struct mpress_plan_options so = *o;
+    so.dump_lp = NULL;
+    /* A failure here leaves the first answer as it was. */
+    if (plan_ilp_run(p, topo, &so, ILP_BRANCH_HOST_FIRST, &got, &st, NULL)) {
+        mpress_assignment_finish(&got);
+        return 0;
+    }
+    if (st.nodes > 0)
+        solver->nodes += st.nodes;
+    double bound = fmax(solver->bound, st.bound);
+    if (st.objective < solver->objective * (1 - 1e-9)) {
+        mpress_assignment_finish(plan);
+        *plan = got;
+        memset(&got, 0, sizeof(got));
+        solver->objective = st.objective;
+    }
+    mpress_assignment_finish(&got);
+    solver->bound = fmin(bound, solver->objective);
+    solver->gap = solver->objective > 0 ? (solver->objective - solver->bound) / solver->objective
+                                        : 0;
+    if (solver->gap <= o->mip_gap)
+        snprintf(solver->status, sizeof(solver->status), "gap_reached");
+    (void)err;
+    return 0;
 }

@@ -106,6 +106,12 @@ void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,
  * relaxes, solves the relaxed server's MILP from plan (same options and node limit) and raises
  * solver's bound to its bound when higher (gap, and status "gap_reached" when it closes),
  * adding its nodes. 0, or MPRESS_ESYSTEM when out of memory. */
+/* Where the MILP on more than 8 slots of a fixed mapping stopped at its node limit above the
+ * gap, searches again branching on the optimizer placement first (ilp_solve.c): plan and
+ * solver become the faster plan with the higher of the two bounds, nodes added. 0. */
+int plan_placement_search(const struct mpress_profile *p, const struct mpress_topology *topo,
+                          const struct mpress_plan_options *o, struct mpress_assignment *plan,
+                          struct mpress_plan_solver *solver, struct mpress_error *err);
 int plan_mapfree_bound(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_plan_options *o, const struct mpress_assignment *plan,
                        struct mpress_plan_solver *solver, struct mpress_error *err);

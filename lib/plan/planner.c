@@ -233,7 +233,8 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         io.warm_start = warm >= 0 ? &start : NULL;
         /* Infeasible: the MILP's message names the GPU short under the most memory-saving
          * actions. */
-        rc = mpress_plan_ilp(p, topo, &io, &chosen, &solver, err);
+        if (!(rc = mpress_plan_ilp(p, topo, &io, &chosen, &solver, err)))
+            rc = plan_placement_search(p, topo, &io, &chosen, &solver, err);
         mpress_assignment_finish(&start);
         if (rc == MPRESS_EINFEASIBLE && warm >= 0) {
             /* A baseline fits under the same cost model, so the MILP's infeasibility is
