@@ -63,6 +63,16 @@ static int memory_terms(const struct mpress_profile *p, struct inst *in)
     return 0;
 }
 
+int ilp_mapped(const struct mpress_topology *topo)
+{
+    return topo->fabric != MPRESS_FABRIC_NVSWITCH && topo->n_gpus > 1;
+}
+
+int ilp_host_opt(const struct mpress_topology *topo)
+{
+    return topo->pcie_bytes_per_s > 0 && plan_host_bw(topo) > 0;
+}
+
 int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology *topo,
                    const struct mpress_plan_options *o, struct inst *in,
                    struct mpress_error *err)
@@ -174,8 +184,8 @@ int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology 
     }
     in->N = topo->n_gpus;
     in->M = o->micro_batches;
-    in->mapped = topo->fabric != MPRESS_FABRIC_NVSWITCH && topo->n_gpus > 1;
-    in->host_opt = topo->pcie_bytes_per_s > 0 && plan_host_bw(topo) > 0;
+    in->mapped = ilp_mapped(topo);
+    in->host_opt = ilp_host_opt(topo);
     for (int a = 0; a < topo->n_gpus; a++)
         for (int g = 0; g < topo->n_gpus; g++)
             if (plan_nvlink_bw(topo, a, g) > 0)

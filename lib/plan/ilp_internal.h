@@ -83,6 +83,10 @@ struct inst {
     int branch;
 };
 
+/* Whether the MILP decides the mapping on topo (not NVSwitch, several GPUs: inst.mapped), and
+ * whether optimizer states may go to the host (inst.host_opt). */
+int ilp_mapped(const struct mpress_topology *topo);
+int ilp_host_opt(const struct mpress_topology *topo);
 int ilp_inst_build(const struct mpress_profile *p, const struct mpress_topology *topo,
                    const struct mpress_plan_options *o, struct inst *in,
                    struct mpress_error *err);

@@ -5,13 +5,14 @@
  * is a relaxation of it: each plan of the real server, its stages moved to GPUs 0, 1, ..., is
  * a plan of that server that fits where it fitted and is never slower. There the mapping is
  * fixed (NVSwitch), and its MILP's bound, a bound on every plan of the relaxed server, bounds
- * the real server's plans too. docs/cost-model.md, "The mapping-free bound", gives the
- * argument term by term; tests/plan/test_exact.c checks it on every enumerated assignment. */
+ * the real server's plans too (plan_second_search, ilp_solve.c, runs that MILP).
+ * docs/cost-model.md, "The mapping-free bound", gives the argument term by term;
+ * tests/plan/test_exact.c checks it on every enumerated assignment. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "plan_internal.h"
+#include "ilp_internal.h"
 
 /* The GPUs are interchangeable in the cost model (the relaxed server puts stage k on GPU k). */
 static int same_gpus(const struct mpress_topology *t)
@@ -30,8 +31,7 @@ static int same_gpus(const struct mpress_topology *t)
 int plan_topology_relax(const struct mpress_topology *t, struct mpress_topology *out)
 {
     const int G = t->n_gpus;
-    if (t->fabric != MPRESS_FABRIC_DIRECT || G < 2 || G > MPRESS_MAX_GPUS ||
-        t->pcie_bytes_per_s <= 0 || !same_gpus(t))
+    if (!ilp_mapped(t) || G > MPRESS_MAX_GPUS || t->pcie_bytes_per_s <= 0 || !same_gpus(t))
         return -1;
     /* One port per GPU as fast as the fastest GPU's NVLinks and PCIe link together: a port
      * load of the relaxed server (a GPU's NVLink traffic plus the boundaries it sent over
@@ -87,42 +87,4 @@ void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,
     for (int j = 0; j < a->n_actions; j++)
         for (int i = 0; i < out->actions[j].n_peers; i++)
             out->actions[j].peers[i] = to[a->actions[j].peers[i]];
-}
-
-int plan_mapfree_bound(const struct mpress_profile *p, const struct mpress_topology *topo,
-                       const struct mpress_plan_options *o, const struct mpress_assignment *plan,
-                       struct mpress_plan_solver *solver, struct mpress_error *err)
-{
-    struct mpress_topology rt;
-    /* Only where the search stopped short of the gap on its node limit (not on a time limit,
-     * the user's cap on the search); a closed gap needs no better bound. */
-    if (solver->gap <= o->mip_gap || strcmp(solver->status, "node_limit") != 0 ||
-        plan_topology_relax(topo, &rt))
-        return 0;
-    struct mpress_assignment warm = {0}, got = {0};
-    if (mpress_assignment_init(&warm, p, err))
-        return MPRESS_ESYSTEM;
-    plan_assignment_relax(plan, topo->n_gpus, &warm);
-    struct mpress_plan_options ro = *o;
-    ro.warm_start = &warm;
-    ro.dump_lp = NULL;
-    ro.progress = NULL;
-    struct mpress_plan_solver rs;
-    /* A failure here leaves the answer as it was: the bound is an addition to a plan that is
-     * already made. */
-    int rc = mpress_plan_ilp(p, &rt, &ro, &got, &rs, NULL);
-    mpress_assignment_finish(&warm);
-    mpress_assignment_finish(&got);
-    if (rc)
-        return 0;
-    if (rs.nodes > 0)
-        solver->nodes += rs.nodes;
-    if (rs.bound <= solver->bound)
-        return 0;
-    solver->bound = fmin(rs.bound, solver->objective);
-    solver->gap = solver->objective > 0 ? (solver->objective - solver->bound) / solver->objective
-                                        : 0;
-    if (solver->gap <= o->mip_gap)
-        snprintf(solver->status, sizeof(solver->status), "gap_reached");
-    return 0;
 }

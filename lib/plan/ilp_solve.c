@@ -909,46 +909,60 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
     return plan_ilp_run(p, topo, o, 0, out, stats, err);
 }
 
-/* On more than ILP_HOST_FIRST_MAX slots of a fixed mapping the search gives the cycle its
- * floor, whose tree raises the bound; branching on the placement first instead finds faster
- * plans there but leaves the bound low (gpt-20b on dgx2-16: 7.8165 s at 1.35 % against
- * 7.7792 s at 4.27 %). Where the first stopped at its node limit above the gap, the second
- * runs from the same start: the faster plan with the higher bound, both the same MILP's
- * (docs/benchmarks.md, "Both searches on many slots"). */
-int plan_placement_search(const struct mpress_profile *p, const struct mpress_topology *topo,
-                          const struct mpress_plan_options *o, struct mpress_assignment *plan,
-                          struct mpress_plan_solver *solver, struct mpress_error *err)
+/* Two searches that help where the first stopped at its node limit above the gap:
+ * - On a direct fabric (the MILP decides the mapping) the bound is the weak side; the MILP of
+ *   the mapping-free relaxation (ilp_relax.c), started from the plan moved onto it, bounds
+ *   every plan of this server. Its plans are the relaxed server's, so only its bound counts.
+ * - On more than ILP_HOST_FIRST_MAX slots of a fixed mapping the search gives the cycle its
+ *   floor, whose tree raises the bound; branching on the placement first instead finds faster
+ *   plans there but leaves the bound low (gpt-20b on dgx2-16: 7.8165 s at 1.35 % against
+ *   7.7792 s at 4.27 %). It runs from the same start; both are bounds of the same MILP.
+ * docs/benchmarks.md, "The mapping-free bound" and "Both searches on many slots". */
+int plan_second_search(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, struct mpress_assignment *plan,
+                       struct mpress_plan_solver *solver, struct mpress_error *err)
 {
-    /* ilp_floor_on's case (ilp_instance.c sets mapped and host_opt so). */
-    int fixed = topo->fabric == MPRESS_FABRIC_NVSWITCH || topo->n_gpus < 2;
-    int host_opt = topo->pcie_bytes_per_s > 0 && plan_host_bw(topo) > 0;
-    if (!fixed || !host_opt || topo->n_gpus <= ILP_HOST_FIRST_MAX ||
-        solver->gap <= o->mip_gap || strcmp(solver->status, "node_limit") != 0)
+    /* Not after a time limit either: that is the user's cap on the search. */
+    if (solver->gap <= o->mip_gap || strcmp(solver->status, "node_limit") != 0)
         return 0;
-    struct mpress_assignment got = {0};
-    struct mpress_plan_solver st;
+    struct mpress_topology relaxed;
+    struct mpress_assignment warm = {0}, got = {0};
     struct mpress_plan_options so = *o;
     so.dump_lp = NULL;
-    /* A failure here leaves the first answer as it was. */
-    if (plan_ilp_run(p, topo, &so, ILP_BRANCH_HOST_FIRST, &got, &st, NULL)) {
-        mpress_assignment_finish(&got);
+    const struct mpress_topology *on = topo;
+    int branch = 0;
+    if (plan_topology_relax(topo, &relaxed) == 0) {
+        if (mpress_assignment_init(&warm, p, err))
+            return MPRESS_ESYSTEM;
+        plan_assignment_relax(plan, topo->n_gpus, &warm);
+        so.warm_start = &warm;
+        so.progress = NULL; /* its incumbents are not plans of this server */
+        on = &relaxed;
+    } else if (!ilp_mapped(topo) && ilp_host_opt(topo) && topo->n_gpus > ILP_HOST_FIRST_MAX) {
+        branch = ILP_BRANCH_HOST_FIRST;
+    } else {
         return 0;
     }
-    if (st.nodes > 0)
-        solver->nodes += st.nodes;
-    double bound = fmax(solver->bound, st.bound);
-    if (st.objective < solver->objective * (1 - 1e-9)) {
-        mpress_assignment_finish(plan);
-        *plan = got;
-        memset(&got, 0, sizeof(got));
-        solver->objective = st.objective;
+    struct mpress_plan_solver st;
+    /* A failure here leaves the first answer as it was. */
+    int rc = plan_ilp_run(p, on, &so, branch, &got, &st, NULL);
+    mpress_assignment_finish(&warm);
+    if (rc == 0) {
+        if (st.nodes > 0)
+            solver->nodes += st.nodes;
+        if (on == topo && st.objective < solver->objective * (1 - 1e-9)) {
+            mpress_assignment_finish(plan);
+            *plan = got;
+            memset(&got, 0, sizeof(got));
+            solver->objective = st.objective;
+        }
+        solver->bound = fmin(fmax(solver->bound, st.bound), solver->objective);
+        solver->gap = solver->objective > 0
+                          ? (solver->objective - solver->bound) / solver->objective
+                          : 0;
+        if (solver->gap <= o->mip_gap)
+            snprintf(solver->status, sizeof(solver->status), "gap_reached");
     }
     mpress_assignment_finish(&got);
-    solver->bound = fmin(bound, solver->objective);
-    solver->gap = solver->objective > 0 ? (solver->objective - solver->bound) / solver->objective
-                                        : 0;
-    if (solver->gap <= o->mip_gap)
-        snprintf(solver->status, sizeof(solver->status), "gap_reached");
-    (void)err;
     return 0;
 }

@@ -102,18 +102,15 @@ int plan_topology_relax(const struct mpress_topology *t, struct mpress_topology 
  * profile): the same plan on the relaxed server. */
 void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,
                            struct mpress_assignment *out);
-/* Where the MILP stopped at its node limit above the gap on a server plan_topology_relax
- * relaxes, solves the relaxed server's MILP from plan (same options and node limit) and raises
- * solver's bound to its bound when higher (gap, and status "gap_reached" when it closes),
- * adding its nodes. 0, or MPRESS_ESYSTEM when out of memory. */
-/* Where the MILP on more than 8 slots of a fixed mapping stopped at its node limit above the
- * gap, searches again branching on the optimizer placement first (ilp_solve.c): plan and
- * solver become the faster plan with the higher of the two bounds, nodes added. 0. */
-int plan_placement_search(const struct mpress_profile *p, const struct mpress_topology *topo,
-                          const struct mpress_plan_options *o, struct mpress_assignment *plan,
-                          struct mpress_plan_solver *solver, struct mpress_error *err);
-int plan_mapfree_bound(const struct mpress_profile *p, const struct mpress_topology *topo,
-                       const struct mpress_plan_options *o, const struct mpress_assignment *plan,
+/* Where the MILP stopped at its node limit above the gap, a second search within the same
+ * limits (ilp_solve.c, plan_second_search, explains both): on a server plan_topology_relax
+ * relaxes, the relaxed server's MILP from plan, whose bound alone counts; on more than
+ * ILP_HOST_FIRST_MAX GPUs of a fixed mapping, the MILP again branching on the optimizer
+ * placement first, from o's start. plan and solver become the faster plan with the higher
+ * bound (gap, and status "gap_reached" when it closes), nodes added. 0, or MPRESS_ESYSTEM
+ * when out of memory. */
+int plan_second_search(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, struct mpress_assignment *plan,
                        struct mpress_plan_solver *solver, struct mpress_error *err);
 
 /* prefetch_before_op of a tensor of op `op` in a stage ending at `stage_last`. A swapped

@@ -234,7 +234,7 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         /* Infeasible: the MILP's message names the GPU short under the most memory-saving
          * actions. */
         if (!(rc = mpress_plan_ilp(p, topo, &io, &chosen, &solver, err)))
-            rc = plan_placement_search(p, topo, &io, &chosen, &solver, err);
+            rc = plan_second_search(p, topo, &io, &chosen, &solver, err);
         mpress_assignment_finish(&start);
         if (rc == MPRESS_EINFEASIBLE && warm >= 0) {
             /* A baseline fits under the same cost model, so the MILP's infeasibility is
@@ -262,9 +262,6 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
                                   (unsigned long long)ev.drain_short);
             goto done;
         }
-        /* Where the mapping made the search stop short of the gap, the bound without it. */
-        if ((rc = plan_mapfree_bound(p, topo, o, &chosen, &solver, err)))
-            goto done;
     } else {
         if (!bev[chosen_idx].fits) {
             explain_short(&bev[chosen_idx], mpress_policy_name(baseline_policies[chosen_idx]),

@@ -125,7 +125,7 @@ static void dgx2_reaches_reference(void)
 
 /* gpt-20b on 12 GPUs of dgx2 with a node limit of 1,000: the first search (the cycle's floor,
  * more than 8 slots) ends at the node limit with its bound at 8.8861 s; the second, branching
- * on the optimizer placement first from the same start (plan_placement_search), raises it above
+ * on the optimizer placement first from the same start (plan_second_search), raises it above
  * 8.90 s (8.9258 s), and the answer's bound is the higher, below its plan. */
 static void many_slots_second_search(void)
 {
