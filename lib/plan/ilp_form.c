@@ -98,7 +98,7 @@ void ilp_cols_free(struct cols *c)
     free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
     free(c->bnd), free(c->fl), free(c->ots);
     free(c->tx), free(c->tsh), free(c->dr), free(c->fi), free(c->pt);
-    free(c->st), free(c->rho), free(c->zx);
+    free(c->st), free(c->rho), free(c->zx), free(c->lm);
 }
 
 /* O_k: output bytes of slot k's last op (0 for the last slot). Within a run the outputs are
@@ -190,6 +190,7 @@ static int cols_alloc(struct cols *c, const struct inst *in, int NK)
     c->w = calloc((size_t)(N * NR), sizeof(int));
     c->f = calloc((size_t)(N * NR), sizeof(int));
     c->ct = calloc((size_t)(N * NR), sizeof(int));
+    c->lm = calloc((size_t)NR, sizeof(int));
     c->x = calloc((size_t)(N * G), sizeof(int));
     c->h = calloc((size_t)N, sizeof(int));
     c->R = calloc((size_t)(N * (C + 1)), sizeof(int));
@@ -268,7 +269,12 @@ double ilp_cycle_floor(const struct inst *in)
 int ilp_host_first(const struct inst *in)
 {
     return !in->mapped && in->host_opt &&
-           (in->N <= ILP_HOST_FIRST_MAX || in->branch == ILP_BRANCH_HOST_FIRST);
+           (in->N <= ILP_HOST_FIRST_MAX || (in->branch & ILP_BRANCH_HOST_FIRST));
+}
+
+int ilp_lm_on(const struct inst *in)
+{
+    return ilp_floor_on(in);
 }
 
 int ilp_floor_on(const struct inst *in)
@@ -295,6 +301,11 @@ static void form_columns(struct form *f)
                 ilp_name(nm, "f_%d_%d", k, r, 0);
                 c->f[IX2(k, r, NR)] = ilp_col_new(m, nm, GLP_BV, 0, 1, 0);
             }
+        }
+    for (int r = 0; r < NR; r++)
+        if (in->run_len[r] > 1 && ilp_lm_on(in)) {
+            ilp_name(nm, "lm_%d", r, 0, 0);
+            c->lm[r] = ilp_col_new(m, nm, GLP_IV, 0, in->run_len[r], 0);
         }
     for (int k = 0; k < N; k++)
         for (int r = 0; r < NR; r++)
@@ -415,6 +426,23 @@ static void form_partition(struct form *f)
                 ilp_row_end(m, nm, GLP_UP, 0);
             }
         }
+    /* The most blocks of a run in one slot, and the cycle it implies. */
+    for (int r = 0; r < NR; r++) {
+        if (!c->lm[r])
+            continue;
+        for (int k = 0; k < N; k++) {
+            ilp_row_begin(m);
+            add_y(m, in, c, k, r, 1);
+            ilp_row_add(m, c->lm[r], -1);
+            ilp_name(nm, "most_%d_%d", k, r, 0);
+            ilp_row_end(m, nm, GLP_UP, 0);
+        }
+        ilp_row_begin(m);
+        ilp_row_add(m, c->T, 1);
+        ilp_row_add(m, c->lm[r], -RB(r).t);
+        ilp_name(nm, "cycle_most_%d", r, 0, 0);
+        ilp_row_end(m, nm, GLP_LO, 0);
+    }
     if (N >= 2) { /* the last slot is never empty: it holds the last block */
         int r = NR - 1;
         glp_set_col_bnds(m->lp, c->w[IX2(N - 2, r, NR)], in->run_len[r] == 1 ? GLP_FX : GLP_DB,

@@ -109,6 +109,7 @@ struct cols {
     int *pt;          /* [k][socket]: host step touch of slots 0..k on the socket */
     int XE;           /* seconds the tied matrix's gradient exchange takes (0: no column) */
     int *st, *rho, *zx; /* [k][run], [k][class], [k][class]: held stage inputs */
+    int *lm;          /* [run]: the most blocks of the run in one slot (0: no column) */
 };
 
 #define IX2(k, i, n) ((k) * (n) + (i))
@@ -120,8 +121,12 @@ struct cols {
  * cycle's floor (ilp_cycle_floor) is T's lower bound (ilp_floor_on). */
 #define ILP_HOST_FIRST_MAX 8
 #define ILP_BRANCH_HOST_FIRST 1
+/* The search is the mapping-free bound's (ilp_relax.c): only its bound counts, so no search
+ * for plans before branch and bound (the placement search). */
+#define ILP_BOUND_ONLY 2
 int ilp_host_first(const struct inst *in);
 int ilp_floor_on(const struct inst *in);
+int ilp_lm_on(const struct inst *in);
 /* The least largest stage time (fwd + bwd of its blocks) of any cut of the blocks into at most
  * N contiguous stages, from below: no plan's cycle is shorter. */
 double ilp_cycle_floor(const struct inst *in);
@@ -202,6 +207,14 @@ struct ilp_ls_stats {
 double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols *c,
                          const double *start, double beat, const struct ilp_ls_budget *bud,
                          struct ilp_ls_stats *st);
+
+/* Where optimizer states may go to the host (ilp_lns.c explains): on start's partition and
+ * mapping, the placement whose relaxation is least (thresholds, then single flips), then relax
+ * and fix on it, slot by slot within per_slot nodes and `nodes` in all. The best plan (start
+ * completed when nothing beats it; NULL when start is not a solution); st->nodes the nodes. */
+double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct cols *c,
+                             const double *start, long nodes, long per_slot,
+                             struct ilp_ls_stats *st);
 
 /* Depth-first branch and bound on the whole of lp (no columns fixed, no cut-off) within
  * `nodes` nodes, and at most `after` nodes past its first integer plan, branching by pseudo

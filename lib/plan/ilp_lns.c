@@ -198,12 +198,14 @@ static int sub_intopt(glp_prob *cp, struct sub_cb *cb, int pch, int dfs, int map
 static double *solve_restricted(glp_prob *lp, const struct inst *in, const struct cols *c,
                                 const int *u, int delta, int free_map, const double *x,
                                 const double *start, double cutoff, long nodes,
-                                int mapped_settings, int dive, long *used)
+                                int mapped_settings, int dive, const int *hfix, long *used)
 {
     int n = glp_get_num_cols(lp);
     glp_prob *cp = glp_create_prob();
     glp_copy_prob(cp, lp, GLP_OFF);
     fix_partition(cp, in, c, u, delta, free_map, x);
+    for (int k = 0; hfix && k < in->N; k++)
+        fix_col(cp, c->h[k], hfix[k]);
     /* The cut-off: only plans faster than the best so far are of use. */
     int *ind = malloc(sizeof(int) * (size_t)(n + 1));
     double *val = malloc(sizeof(double) * (size_t)(n + 1));
@@ -281,7 +283,7 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
     long left = bud->nodes, used;
     /* start's own partition and mapping first, from start. */
     double *v = solve_restricted(lp, in, c, u, 0, 0, start, best, zbest * (1 - 1e-6),
-                                 bud->first_nodes, in->mapped, bud->dive, &used);
+                                 bud->first_nodes, in->mapped, bud->dive, NULL, &used);
     left -= used;
     st->solves++;
     if (!best && !v)
@@ -303,7 +305,7 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
         long lim = by_map ? bud->map_nodes : bud->box_nodes;
         lim = lim < left ? lim : left;
         v = solve_restricted(lp, in, c, u, by_map ? 0 : delta, by_map, best, best,
-                             zbest * (1 - 1e-4), lim, in->mapped, bud->dive, &used);
+                             zbest * (1 - 1e-4), lim, in->mapped, bud->dive, NULL, &used);
         left -= used > 0 ? used : 1;
         st->solves++;
         if (!v) {
@@ -326,6 +328,153 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
     if (!improved) {
         free(best);
         return NULL;
+    }
+    return best;
+}
+
+/* Relax and fix on lp with partition u (x's mapping) and placement h fixed: the action counts
+ * of every slot continuous but slot k's, whose small MILP (within `nodes`) fixes them; slot by
+ * slot from the first. The plan as a checked vector of lp, or NULL. */
+static double *relax_fix_restricted(glp_prob *lp, const struct inst *in, const struct cols *c,
+                                    const int *u, const int *h, const double *x, long nodes,
+                                    long total, long *used)
+{
+    const int N = in->N, C = in->C;
+    int n = glp_get_num_cols(lp);
+    glp_prob *cp = glp_create_prob();
+    glp_copy_prob(cp, lp, GLP_OFF);
+    fix_partition(cp, in, c, u, 0, 0, x);
+    for (int k = 0; k < N; k++)
+        fix_col(cp, c->h[k], h[k]);
+    double *y = malloc(sizeof(double) * (size_t)(n + 1)), *v = NULL;
+    *used = 0;
+    if (!y)
+        goto out;
+    for (int k = 0; k < N; k++)
+        for (int cl = 0; cl < C; cl++) {
+            int js[4] = {c->R[IX2(k, cl, C)], c->H[IX2(k, cl, C)],
+                         in->d2d ? c->D[IX2(k, cl, C)] : 0, c->rho[IX2(k, cl, C)]};
+            for (int i = 0; i < 4; i++)
+                if (js[i])
+                    glp_set_col_kind(cp, js[i], GLP_CV);
+        }
+    if (c->lm)
+        for (int r = 0; r < in->NR; r++)
+            if (c->lm[r])
+                glp_set_col_kind(cp, c->lm[r], GLP_CV);
+    for (int k = 0; k < N; k++) {
+        for (int cl = 0; cl < C; cl++) {
+            int js[3] = {c->R[IX2(k, cl, C)], c->H[IX2(k, cl, C)],
+                         in->d2d ? c->D[IX2(k, cl, C)] : 0};
+            for (int i = 0; i < 3; i++)
+                if (js[i])
+                    glp_set_col_kind(cp, js[i], GLP_IV);
+            if (c->rho[IX2(k, cl, C)])
+                glp_set_col_kind(cp, c->rho[IX2(k, cl, C)], GLP_BV);
+        }
+        long lim = total - *used < nodes ? total - *used : nodes;
+        if (lim < 1)
+            goto out;
+        struct sub_cb cb = {.limit = lim};
+        int ret = sub_intopt(cp, &cb, 0, 0, in->mapped);
+        *used += cb.nodes > 0 ? cb.nodes : 1;
+        int st = glp_mip_status(cp);
+        if (ret < 0 || (st != GLP_OPT && st != GLP_FEAS))
+            goto out;
+        for (int cl = 0; cl < C; cl++) {
+            int js[4] = {c->R[IX2(k, cl, C)], c->H[IX2(k, cl, C)],
+                         in->d2d ? c->D[IX2(k, cl, C)] : 0, c->rho[IX2(k, cl, C)]};
+            for (int i = 0; i < 4; i++)
+                if (js[i])
+                    fix_col(cp, js[i], round(glp_mip_col_val(cp, js[i])));
+        }
+    }
+    y[0] = 0;
+    for (int j = 1; j <= n; j++)
+        y[j] = glp_mip_col_val(cp, j);
+    v = complete_vector(lp, y);
+out:
+    free(y);
+    glp_delete_prob(cp);
+    return v;
+}
+
+/* The relaxation's objective with placement h on cp (the partition fixed), re-solved from
+ * its last basis; HUGE_VAL when it has no optimum. */
+static double placement_value(glp_prob *cp, const struct inst *in, const struct cols *c,
+                              const int *h)
+{
+    for (int k = 0; k < in->N; k++)
+        fix_col(cp, c->h[k], h[k]);
+    glp_smcp sp;
+    glp_init_smcp(&sp);
+    sp.msg_lev = GLP_MSG_OFF;
+    sp.it_lim = 50 * (glp_get_num_rows(cp) + glp_get_num_cols(cp)) + 10000;
+    if (glp_simplex(cp, &sp) != 0 || glp_get_status(cp) != GLP_OPT) {
+        /* from a fresh basis once more: a warm basis can stall where a cold one does not */
+        glp_std_basis(cp);
+        if (glp_simplex(cp, &sp) != 0 || glp_get_status(cp) != GLP_OPT)
+            return HUGE_VAL;
+    }
+    return glp_get_obj_val(cp);
+}
+
+double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct cols *c,
+                             const double *start, long nodes, long per_slot,
+                             struct ilp_ls_stats *st)
+{
+    const int N = in->N;
+    memset(st, 0, sizeof(*st));
+    double *best = complete_vector(lp, start);
+    if (!best)
+        return NULL;
+    double zbest = ilp_objective(lp, best);
+    st->start = st->found = zbest;
+    if (!in->host_opt || N < 2)
+        return best;
+    int u[MPRESS_MAX_GPUS], h[MPRESS_MAX_GPUS], hb[MPRESS_MAX_GPUS];
+    partition_of(in, c, best, u);
+    glp_prob *cp = glp_create_prob();
+    glp_copy_prob(cp, lp, GLP_OFF);
+    fix_partition(cp, in, c, u, 0, 0, best);
+    /* The placement whose relaxation is least: thresholds (slots k0.. on the host, where the
+     * drain hides most of a host step), then single flips, first improvement. */
+    double vb = HUGE_VAL;
+    long left = nodes;
+    for (int k0 = N; k0 >= 0 && left > 0; k0--, left--) {
+        for (int k = 0; k < N; k++)
+            h[k] = k >= k0;
+        double v = placement_value(cp, in, c, h);
+        st->solves++;
+        if (v < vb * (1 - 1e-9))
+            vb = v, memcpy(hb, h, sizeof(h));
+    }
+    for (int again = vb < HUGE_VAL, round = 0; again && round < 3; round++) {
+        again = 0;
+        for (int k = 0; k < N && left > 0; k++, left--) {
+            memcpy(h, hb, sizeof(h));
+            h[k] = !h[k];
+            double v = placement_value(cp, in, c, h);
+            st->solves++;
+            if (v < vb * (1 - 1e-9)) {
+                vb = v, memcpy(hb, h, sizeof(h));
+                st->moves++;
+                again = 1;
+            }
+        }
+    }
+    glp_delete_prob(cp);
+    long used = 0;
+    double *v = vb < zbest * (1 - 1e-6) && left > 0
+                    ? relax_fix_restricted(lp, in, c, u, hb, best, per_slot, left, &used)
+                    : NULL;
+    st->nodes = nodes - left + used;
+    if (v && ilp_objective(lp, v) < zbest * (1 - 1e-9)) {
+        free(best);
+        best = v;
+        st->found = ilp_objective(lp, v);
+    } else {
+        free(v);
     }
     return best;
 }

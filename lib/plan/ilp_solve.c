@@ -95,13 +95,20 @@ static unsigned char *partition_columns(const struct inst *in, const struct cols
             if (f > 0)
                 first[f] = 1;
         }
-    if (!ilp_host_first(in))
-        return first;
-    for (int j = 1; j <= n_cols; j++)
-        first[j] *= 2;
-    for (int k = 0; k < in->N; k++)
-        if (c->h[k] > 0)
-            first[c->h[k]] = 1;
+    if (ilp_host_first(in)) {
+        for (int j = 1; j <= n_cols; j++)
+            first[j] *= 2;
+        for (int k = 0; k < in->N; k++)
+            if (c->h[k] > 0)
+                first[c->h[k]] = 1;
+    }
+    if (ilp_lm_on(in)) {
+        for (int j = 1; j <= n_cols; j++)
+            first[j] += first[j] ? 1 : 0;
+        for (int r = 0; r < in->NR; r++)
+            if (c->lm[r] > 0)
+                first[c->lm[r]] = 1;
+    }
     return first;
 }
 
@@ -632,7 +639,22 @@ static long pre_search(struct solve *sv, const struct inst *in,
     } else {
         free(better);
     }
-    return ls.nodes;
+    long pn = 0;
+    /* Where the cycle gets its floor (more than ILP_HOST_FIRST_MAX slots of a fixed mapping
+     * with host optimizers), the placement search (ilp_lns.c) from the best start so far. */
+    if (ilp_floor_on(in) && !(in->branch & ILP_BOUND_ONLY)) {
+        struct ilp_ls_stats ps;
+        double *pb = ilp_placement_search(sv->orig, in, &sv->cols, sv->cb.heur, lim * 2 / 5,
+                                          lim / 16, &ps);
+        if (pb && ps.found < ilp_objective(sv->m.lp, sv->cb.heur) * (1 - 1e-9)) {
+            free(sv->cb.heur);
+            sv->cb.heur = pb;
+        } else {
+            free(pb);
+        }
+        pn = ps.nodes;
+    }
+    return ls.nodes + pn;
 }
 
 /* Branch and bound stopped without a plan, no baseline fits, and nothing proved that none
@@ -938,6 +960,7 @@ int plan_second_search(const struct mpress_profile *p, const struct mpress_topol
         so.warm_start = &warm;
         so.progress = NULL; /* its incumbents are not plans of this server */
         on = &relaxed;
+        branch = ILP_BOUND_ONLY;
     } else if (!ilp_mapped(topo) && ilp_host_opt(topo) && topo->n_gpus > ILP_HOST_FIRST_MAX) {
         branch = ILP_BRANCH_HOST_FIRST;
     } else {

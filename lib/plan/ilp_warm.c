@@ -120,6 +120,16 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
         if (col)                                                                                 \
             glp_set_col_bnds(cp, (col), GLP_FX, (v), (v));                                       \
     } while (0)
+    for (int r = 0; r < in->NR; r++) {
+        int most = 0;
+        for (int k = 0; k < N; k++) {
+            int here = 0;
+            for (int b = in->run_first[r]; b < in->run_first[r] + in->run_len[r]; b++)
+                here += stage_of_block[b] == k;
+            most = here > most ? here : most;
+        }
+        FIX(c->lm[r], most);
+    }
     for (int k = 0; k < N; k++)
         for (int r = 0; r < in->NR; r++) {
             int upto = 0, here = 0;
