@@ -274,7 +274,7 @@ int ilp_host_first(const struct inst *in)
 
 int ilp_lm_on(const struct inst *in)
 {
-    return ilp_floor_on(in);
+    return ilp_floor_on(in) && !(in->branch & ILP_NO_MOST);
 }
 
 int ilp_floor_on(const struct inst *in)

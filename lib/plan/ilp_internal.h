@@ -124,6 +124,8 @@ struct cols {
 /* The search is the mapping-free bound's (ilp_relax.c): only its bound counts, so no search
  * for plans before branch and bound (the placement search). */
 #define ILP_BOUND_ONLY 2
+/* Without the most-blocks column (tests/plan/test_most.c compares the MILP without it). */
+#define ILP_NO_MOST 4
 int ilp_host_first(const struct inst *in);
 int ilp_floor_on(const struct inst *in);
 int ilp_lm_on(const struct inst *in);

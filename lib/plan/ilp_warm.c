@@ -183,7 +183,15 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
     sp.msg_lev = GLP_MSG_OFF;
     sp.presolve = GLP_OFF; /* with fixed columns its presolver returned infeasible points */
     double *x = NULL;
-    if (glp_simplex(cp, &sp) == 0 && glp_get_status(cp) == GLP_OPT) {
+    /* cp starts from lp's basis, whatever solve left it; where the simplex fails from there (a
+     * singular or ill-conditioned start, seen after a branch's bounds), again from the standard
+     * basis, so that a plan is never refused for the state its MILP was left in. */
+    int rc = glp_simplex(cp, &sp);
+    if (rc != 0) {
+        glp_std_basis(cp);
+        rc = glp_simplex(cp, &sp);
+    }
+    if (rc == 0 && glp_get_status(cp) == GLP_OPT) {
         int n = glp_get_num_cols(cp);
         x = malloc(sizeof(double) * (size_t)(n + 1));
         if (x) {
