@@ -54,6 +54,9 @@
  *   ov_k, oh_k rows: less Ot tsh_k (one matrix's states on a shared stage)
  *   sum_k n_k Hb_k + sum_k oh_k <= host memory
  *   T >= C_k
+ *   more than 8 slots, fixed mapping, host optimizers (ilp_lm_on), each run r of len_r > 1:
+ *   lm_r in {0..len_r} (the most blocks of r in one slot):  y_kr <= lm_r,  T >= T_r lm_r
+ *   (valid: T >= C_k >= T_r y_kr; branched on first, ilp_solve.c)
  *   bnd_kab >= O_k - BigX (2 - x_ka - x_(k+1)b);   fl_kab >= e_kb - BigD (1 - x_ka)
  *   hp_g >= Hb_k - BigD (1 - x_kg)
  *   direct fabric, NVLink pair a<b:  T bw_ab >= sum_k fl_kab + fl_kba + bnd_kab + bnd_kba

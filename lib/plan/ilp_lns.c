@@ -10,7 +10,14 @@
  * mapping free, each from the best plan and re-centred while it finds a faster one. Every
  * solution of a restricted MILP is one of the full MILP (checked against its rows), so this
  * never returns a plan the MILP does not allow, and only node budgets stop it: the result does
- * not depend on the machine. Budgets and where it runs: ilp_solve.c. */
+ * not depend on the machine. Budgets and where it runs: ilp_solve.c.
+ *
+ * The placement search (ilp_placement_search), for more than 8 slots of a fixed mapping with
+ * host optimizers, where 2^N placements are too many to branch on: on the start's partition,
+ * the relaxation's value for each threshold placement (the optimizers of slots k0 and later on
+ * the host, the others on their GPUs), then single flips while one lowers it; on the best
+ * placement, relax and fix slot by slot (each slot's counts integral in turn, solved within a
+ * per-slot node budget, then fixed). Its result is checked against every row like the rest. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

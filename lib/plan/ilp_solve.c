@@ -81,7 +81,8 @@ static void branch_partition_first(glp_tree *tree, const struct cb_ctx *c)
 
 /* The columns branched on first, ranked in a [column] array (calloc'd; NULL when memory
  * runs out, and branching is then GLPK's alone): the partition's 1, or, where ilp_host_first
- * holds, the optimizer placement's 1 and the partition's 2; 0 for the rest. */
+ * holds, the optimizer placement's 1 and the partition's 2; where ilp_lm_on holds, the
+ * most-blocks columns 1 and the others ranked one later; 0 for the rest. */
 static unsigned char *partition_columns(const struct inst *in, const struct cols *c, int n_cols)
 {
     unsigned char *first = calloc((size_t)n_cols + 1, 1);
@@ -617,8 +618,10 @@ static double *solution(struct solve *sv, const struct inst *in,
  * its partition and mapping, L/20 with each stage boundary within one block, L/20 with the
  * mapping free; L the node limit, at most 5000): a faster plan becomes the first incumbent
  * instead. From the default job's polished start (planner.c, polish_mapping) branch and bound
- * then closes the gap in 364 nodes in all, against 2,437 without this search. Returns the
- * nodes it used. */
+ * then closes the gap in 364 nodes in all, against 2,437 without this search. Where the cycle
+ * gets its floor, then the placement search (ilp_lns.c) within 2L/5 nodes, L/16 a slot of its
+ * relax and fix: gpt-20b on dgx2-16 then closes the gap in 1,355 nodes in all, against 20,506
+ * (with the most-blocks column; docs/benchmarks.md). Returns the nodes it used. */
 static long pre_search(struct solve *sv, const struct inst *in,
                        const struct mpress_plan_options *o)
 {
