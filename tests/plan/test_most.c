@@ -37,6 +37,8 @@ static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
     tiny_profile_init(p);
     struct mpress_op *first = tiny_op(p, "embed", 0.01 * tiny_range(1, 5),
                                       (uint64_t)tiny_range(5, 40), 20, 0);
+    /* Its states, read now: the next tiny_op moves the ops. */
+    uint64_t emb = (first->param_bytes + first->grad_bytes + first->optim_bytes) / MB;
     int nt = tiny_range(1, 2);
     double fwd = 0.01 * tiny_range(2, 10);
     *block_s = 3 * fwd; /* forward and a backward of twice it (tiny_op) */
@@ -61,7 +63,6 @@ static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
      * recompute, swaps and the host's optimizer decide the plans in between. */
     uint64_t most = (uint64_t)((run + G - 1) / G + 1);
     uint64_t block_states = 16 * params, block_acts = (bytes[0] + (nt > 1 ? bytes[1] : 0));
-    uint64_t emb = (first->param_bytes + first->grad_bytes + first->optim_bytes) / MB;
     uint64_t lo = emb / 2 + most * block_states / 2 + 60;
     uint64_t hi = emb + most * (block_states + block_acts * (uint64_t)*M) + 200;
     tiny_topo(t, G, 1, lo + tiny_rand() % (hi - lo + 1));
