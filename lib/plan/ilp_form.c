@@ -271,7 +271,7 @@ double ilp_cycle_floor(const struct inst *in)
  * more. docs/benchmarks.md, "The optimizer placement first", has the measurements. */
 int ilp_host_first(const struct inst *in)
 {
-    return !in->mapped && in->host_opt &&
+    return (!in->mapped || (in->branch & ILP_MAP_SEARCH)) && in->host_opt &&
            (in->N <= ILP_HOST_FIRST_MAX || (in->branch & ILP_BRANCH_HOST_FIRST));
 }
 

@@ -126,6 +126,9 @@ struct cols {
 #define ILP_BOUND_ONLY 2
 /* Without the most-blocks column (tests/plan/test_most.c compares the MILP without it). */
 #define ILP_NO_MOST 4
+/* The mapping fixed to the one ilp_map_search finds on a guide's partition (plan_second_search
+ * gives the guide), and the placement branched on first as where the mapping is fixed. */
+#define ILP_MAP_SEARCH 8
 int ilp_host_first(const struct inst *in);
 int ilp_floor_on(const struct inst *in);
 int ilp_lm_on(const struct inst *in);
@@ -217,6 +220,14 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
 double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct cols *c,
                              const double *start, long nodes, long per_slot,
                              struct ilp_ls_stats *st);
+
+/* On a decided mapping with host optimizers (ilp_lns.c explains): on layout's partition, the
+ * mapping, from layout's, whose relaxation is least over the optimizer placements tried
+ * (thresholds, then flips; then exchanges of two slots' GPUs, steepest first, each followed
+ * by flips), within `lps` LP solves. The mapping in map ([slot] = GPU) and its value
+ * (HUGE_VAL when no relaxation has an optimum). */
+double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
+                      const double *layout, long lps, int *map);
 
 /* Depth-first branch and bound on the whole of lp (no columns fixed, no cut-off) within
  * `nodes` nodes, and at most `after` nodes past its first integer plan, branching by pseudo

@@ -485,3 +485,92 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
     }
     return best;
 }
+
+/* Fixes every mapping column of cp to the permutation map (slot k on GPU map[k]). */
+static void fix_map(glp_prob *cp, const struct inst *in, const struct cols *c, const int *map)
+{
+    for (int k = 0; k < in->N; k++)
+        for (int g = 0; g < in->N; g++)
+            fix_col(cp, c->x[IX2(k, g, in->N)], g == map[k]);
+}
+
+/* The least relaxation over placements from hb: single flips, first improvement, while one
+ * lowers it (at most 3 rounds, *left LP solves); hb and the value updated. */
+static double flip_placement(glp_prob *cp, const struct inst *in, const struct cols *c,
+                             int *hb, double vb, long *left)
+{
+    int h[MPRESS_MAX_GPUS];
+    for (int again = 1, round = 0; again && round < 3; round++) {
+        again = 0;
+        for (int k = 0; k < in->N && *left > 0; k++, --*left) {
+            memcpy(h, hb, sizeof(h));
+            h[k] = !h[k];
+            double v = placement_value(cp, in, c, h);
+            if (v < vb * (1 - 1e-9)) {
+                vb = v, memcpy(hb, h, sizeof(h));
+                again = 1;
+            }
+        }
+    }
+    return vb;
+}
+
+double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
+                      const double *layout, long lps, int *map)
+{
+    const int N = in->N;
+    int u[MPRESS_MAX_GPUS], hb[MPRESS_MAX_GPUS] = {0};
+    partition_of(in, c, layout, u);
+    for (int k = 0; k < N; k++)
+        for (int g = 0; g < N; g++)
+            if (layout[c->x[IX2(k, g, N)]] > 0.5)
+                map[k] = g;
+    glp_prob *cp = glp_create_prob();
+    glp_copy_prob(cp, lp, GLP_OFF);
+    fix_partition(cp, in, c, u, 0, 1, layout);
+    fix_map(cp, in, c, map);
+    /* The start's placement: the least threshold (slots k0.. on the host), then flips. */
+    double vb = HUGE_VAL;
+    long left = lps;
+    for (int k0 = N; k0 >= 0 && left > 0; k0--, left--) {
+        int h[MPRESS_MAX_GPUS];
+        for (int k = 0; k < N; k++)
+            h[k] = k >= k0;
+        double v = placement_value(cp, in, c, h);
+        if (v < vb * (1 - 1e-9))
+            vb = v, memcpy(hb, h, sizeof(h));
+    }
+    if (vb < HUGE_VAL)
+        vb = flip_placement(cp, in, c, hb, vb, &left);
+    /* Steepest descent over exchanges of two slots' GPUs, each judged at the best placement
+     * so far, which is then improved by flips on the mapping chosen. */
+    while (vb < HUGE_VAL && left > 0) {
+        int bi = -1, bj = -1, hn[MPRESS_MAX_GPUS];
+        double vn = vb;
+        for (int i = 0; i < N && left > 0; i++)
+            for (int j = i + 1; j < N && left > 0; j++) {
+                int t = map[i];
+                map[i] = map[j], map[j] = t;
+                fix_map(cp, in, c, map);
+                for (int f = -1; f < N && left > 0; f++, left--) {
+                    int h[MPRESS_MAX_GPUS];
+                    memcpy(h, hb, sizeof(h));
+                    if (f >= 0)
+                        h[f] = !h[f];
+                    double v = placement_value(cp, in, c, h);
+                    if (v < vn * (1 - 1e-9))
+                        vn = v, bi = i, bj = j, memcpy(hn, h, sizeof(h));
+                }
+                map[j] = map[i], map[i] = t;
+            }
+        if (bi < 0)
+            break;
+        int t = map[bi];
+        map[bi] = map[bj], map[bj] = t;
+        fix_map(cp, in, c, map);
+        memcpy(hb, hn, sizeof(hn));
+        vb = flip_placement(cp, in, c, hb, vn, &left);
+    }
+    glp_delete_prob(cp);
+    return vb;
+}

@@ -88,3 +88,28 @@ void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,
         for (int i = 0; i < out->actions[j].n_peers; i++)
             out->actions[j].peers[i] = to[a->actions[j].peers[i]];
 }
+
+void plan_assignment_unrelax(const struct mpress_assignment *rel,
+                             const struct mpress_assignment *real, int n_gpus,
+                             struct mpress_assignment *out)
+{
+    int back[MPRESS_MAX_GPUS], used[MPRESS_MAX_GPUS] = {0}, next = real->n_stages;
+    for (int k = 0; k < real->n_stages; k++) {
+        back[k] = real->stages[k].gpu;
+        used[real->stages[k].gpu] = 1;
+    }
+    for (int g = 0; g < n_gpus; g++)
+        if (!used[g])
+            back[next++] = g;
+    out->n_stages = rel->n_stages;
+    memcpy(out->stages, rel->stages, sizeof(out->stages));
+    for (int k = 0; k < rel->n_stages; k++)
+        out->stages[k].gpu = back[rel->stages[k].gpu];
+    for (int j = 0; j < out->n_actions; j++) {
+        struct mpress_plan_action *ac = &out->actions[j];
+        *ac = rel->actions[j];
+        ac->action = MPRESS_ACTION_KEEP;
+        ac->n_peers = 0;
+        ac->evict_after_op = ac->prefetch_before_op = -1;
+    }
+}

@@ -336,6 +336,7 @@ struct solve {
     struct cb_ctx cb;
     glp_prob *orig;     /* the problem before branch and bound, for the local search */
     double *layout;     /* the warm start's partition and mapping columns, or NULL */
+    const struct mpress_assignment *guide; /* ILP_MAP_SEARCH: whose partition it searches on */
     int attempt;        /* 0: the measured settings; 1: after GLPK failed inside on them */
 };
 
@@ -717,6 +718,45 @@ static int first_plan(struct solve *sv, const struct mpress_profile *p,
     return 0;
 }
 
+/* ILP_MAP_SEARCH: the mapping columns of the problem fixed to the mapping ilp_map_search
+ * finds from the guide's partition and mapping. 1 when the guide gives no partition or no relaxation has an optimum. */
+static int map_fix(struct solve *sv, const struct inst *in, const struct mpress_profile *p,
+                   const struct mpress_plan_options *o)
+{
+    double *lay = NULL;
+    free(ilp_warm_vector(sv->m.lp, in, &sv->cols, p, sv->guide, &sv->sym, &lay));
+    if (!lay)
+        return 1;
+    int map[MPRESS_MAX_GPUS];
+    /* Two rounds of exchanges, each pair at N + 1 placements, with their flips (561 LP
+     * solves on 8 GPUs), within the node limit (at most 5000). */
+    long n = in->N, lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
+    long lps = 2 * (n * (n - 1) / 2 * (n + 1) + 3 * n) + n + 1;
+    lps = lps < lim ? lps : lim;
+    double v = ilp_map_search(sv->m.lp, in, &sv->cols, lay, lps, map);
+    free(lay);
+    if (!(v < HUGE_VAL))
+        return 1;
+    for (int k = 0; k < in->N; k++)
+        for (int g = 0; g < in->N; g++) {
+            int col = sv->cols.x[IX2(k, g, in->N)];
+            glp_set_col_bnds(sv->m.lp, col, GLP_FX, g == map[k], g == map[k]);
+        }
+    return 0;
+}
+
+/* Whether the warm vector's mapping is the one map_fix fixed. */
+static int map_agrees(const struct solve *sv, const struct inst *in)
+{
+    for (int k = 0; k < in->N; k++)
+        for (int g = 0; g < in->N; g++) {
+            int col = sv->cols.x[IX2(k, g, in->N)];
+            if (fabs(sv->cb.heur[col] - glp_get_col_lb(sv->m.lp, col)) > 0.5)
+                return 0;
+        }
+    return 1;
+}
+
 /* Builds, solves and extracts inside GLPK's error guard (set by the caller). warm: the warm
  * start, or NULL. */
 static int solve(struct solve *sv, const struct mpress_profile *p,
@@ -734,7 +774,10 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     if (ilp_build(m, in, topo, o->schedule, &sv->cols))
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory while building the MILP");
     ilp_sym_find(topo, &sv->sym);
-    ilp_sym_cut(m, in, &sv->cols, &sv->sym);
+    if (in->branch & ILP_MAP_SEARCH)
+        sv->sym.n = 0; /* the mapping gets fixed, and the start is taken as it is */
+    else
+        ilp_sym_cut(m, in, &sv->cols, &sv->sym);
     sv->cb.n_cols = glp_get_num_cols(m->lp);
     sv->cb.first = partition_columns(in, &sv->cols, sv->cb.n_cols);
     sv->cb.first_nodes = (o->node_limit > 0 ? o->node_limit : 5000) / 2;
@@ -745,8 +788,14 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     if (o->dump_lp && glp_write_lp(m->lp, NULL, o->dump_lp) != 0)
         return mpress_error_set(err, MPRESS_ESYSTEM, "cannot write '%s'", o->dump_lp);
     glp_scale_prob(m->lp, GLP_SF_AUTO);
+    if ((in->branch & ILP_MAP_SEARCH) && map_fix(sv, in, p, o))
+        return answer_warm(p, topo, o, sv, warm, 0, "feasible", out, stats, err);
     if (warm)
         sv->cb.heur = ilp_warm_vector(m->lp, in, &sv->cols, p, warm, &sv->sym, &sv->layout);
+    if (sv->cb.heur && (in->branch & ILP_MAP_SEARCH) && !map_agrees(sv, in)) {
+        free(sv->cb.heur); /* the start runs on another mapping */
+        sv->cb.heur = NULL;
+    }
     /* The relaxation first, so that glp_intopt can run without its presolver and accept the
      * warm start in the problem's own columns. */
     int sret = root_relaxation(m->lp);
@@ -837,11 +886,12 @@ static void solve_reset(struct solve *sv)
     memset(sv, 0, sizeof(*sv));
 }
 
-/* mpress_plan_ilp with the branching rule `branch` (0, or ILP_BRANCH_HOST_FIRST). */
+/* mpress_plan_ilp with the branching rule `branch` (flags ILP_*); guide: the assignment whose
+ * partition ILP_MAP_SEARCH searches on (else NULL). */
 static int plan_ilp_run(const struct mpress_profile *p, const struct mpress_topology *topo,
                         const struct mpress_plan_options *o, int branch,
-                        struct mpress_assignment *out, struct mpress_plan_solver *stats,
-                        struct mpress_error *err)
+                        const struct mpress_assignment *guide, struct mpress_assignment *out,
+                        struct mpress_plan_solver *stats, struct mpress_error *err)
 {
     memset(stats, 0, sizeof(*stats));
     stats->nodes = -1;
@@ -904,6 +954,7 @@ static int plan_ilp_run(const struct mpress_profile *p, const struct mpress_topo
             }
             goto done;
         }
+        sv->guide = guide;
         rc = solve(sv, p, topo, o, &in, warm, out, stats, err);
         goto done;
     }
@@ -911,6 +962,7 @@ static int plan_ilp_run(const struct mpress_profile *p, const struct mpress_topo
         snprintf(stats->status, sizeof(stats->status), "infeasible");
         rc = explain_infeasible(p, topo, o, err);
     } else {
+        sv->guide = guide;
         rc = solve(sv, p, topo, o, &in, warm, out, stats, err);
     }
 done:
@@ -931,7 +983,47 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
                     const struct mpress_plan_options *o, struct mpress_assignment *out,
                     struct mpress_plan_solver *stats, struct mpress_error *err)
 {
-    return plan_ilp_run(p, topo, o, 0, out, stats, err);
+    return plan_ilp_run(p, topo, o, 0, NULL, out, stats, err);
+}
+
+/* After the mapping-free bound's search, where the gap is still open with optimizer states
+ * that may go to the host on several sockets: the plan with the mapping fixed to the one
+ * ilp_map_search finds on the relaxed plan's partition (rel, moved back onto this server's
+ * GPUs through plan's mapping), when it is faster. gpt3-13b on dgx1: the first search keeps
+ * 8.4910 s, with six host steps queued on two sockets; on the relaxed plan's partition two
+ * host steps on either socket give 7.53 s (docs/benchmarks.md, "The mapping search"). Only
+ * its plan counts: its bound is that of one mapping. */
+static void map_search(const struct mpress_profile *p, const struct mpress_topology *topo,
+                       const struct mpress_plan_options *o, const struct mpress_assignment *rel,
+                       struct mpress_assignment *plan, struct mpress_plan_solver *solver)
+{
+    if (solver->gap <= o->mip_gap || !ilp_host_opt(topo) || topo->n_sockets < 2)
+        return;
+    struct mpress_assignment guide = {0}, got = {0};
+    struct mpress_plan_solver st;
+    struct mpress_plan_options so = *o;
+    so.dump_lp = NULL;
+    so.progress = NULL; /* its bound is not this server's */
+    so.warm_start = plan;
+    if (mpress_assignment_init(&guide, p, NULL) == 0) {
+        plan_assignment_unrelax(rel, plan, topo->n_gpus, &guide);
+        if (plan_ilp_run(p, topo, &so, ILP_MAP_SEARCH, &guide, &got, &st, NULL) == 0) {
+            if (st.nodes > 0)
+                solver->nodes += st.nodes;
+            if (st.objective < solver->objective * (1 - 1e-9)) {
+                mpress_assignment_finish(plan);
+                *plan = got;
+                memset(&got, 0, sizeof(got));
+                solver->objective = st.objective;
+                solver->bound = fmin(solver->bound, solver->objective);
+                solver->gap = (solver->objective - solver->bound) / solver->objective;
+                if (solver->gap <= o->mip_gap)
+                    snprintf(solver->status, sizeof(solver->status), "gap_reached");
+            }
+        }
+    }
+    mpress_assignment_finish(&guide);
+    mpress_assignment_finish(&got);
 }
 
 /* Two searches that help where the first stopped at its node limit above the gap:
@@ -971,7 +1063,7 @@ int plan_second_search(const struct mpress_profile *p, const struct mpress_topol
     }
     struct mpress_plan_solver st;
     /* A failure here leaves the first answer as it was. */
-    int rc = plan_ilp_run(p, on, &so, branch, &got, &st, NULL);
+    int rc = plan_ilp_run(p, on, &so, branch, NULL, &got, &st, NULL);
     mpress_assignment_finish(&warm);
     if (rc == 0) {
         if (st.nodes > 0)
@@ -989,6 +1081,8 @@ int plan_second_search(const struct mpress_profile *p, const struct mpress_topol
         if (solver->gap <= o->mip_gap)
             snprintf(solver->status, sizeof(solver->status), "gap_reached");
     }
+    if (rc == 0 && on != topo)
+        map_search(p, topo, o, &got, plan, solver);
     mpress_assignment_finish(&got);
     return 0;
 }

@@ -102,6 +102,13 @@ int plan_topology_relax(const struct mpress_topology *t, struct mpress_topology 
  * profile): the same plan on the relaxed server. */
 void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,
                            struct mpress_assignment *out);
+/* The inverse move for a plan rel of the relaxed server: stage k's GPU k back to the GPU of
+ * stage k of real (the plan that plan_assignment_relax moved; the GPUs real leaves unused in
+ * ascending order for the relaxed ones past its stages). Only the partition, the mapping and
+ * the optimizer placement are kept: every saved tensor is kept in out. */
+void plan_assignment_unrelax(const struct mpress_assignment *rel,
+                             const struct mpress_assignment *real, int n_gpus,
+                             struct mpress_assignment *out);
 /* Where the MILP stopped at its node limit above the gap, a second search within the same
  * limits (ilp_solve.c, plan_second_search, explains both): on a server plan_topology_relax
  * relaxes, the relaxed server's MILP from plan, whose bound alone counts; on more than
