@@ -79,7 +79,7 @@ struct inst {
      * stage, it is held like a kept tensor (eval.c, "held stage inputs"). NULL when none. */
     char *xcls;
     /* ILP_BRANCH_HOST_FIRST: branch on the optimizer placement first however many slots there
-     * are, without the cycle's floor (plan_ilp_run; ilp_host_first explains). */
+     * are, without the cycle's floor (ilp_plan_run; ilp_host_first explains). */
     int branch;
 };
 
@@ -228,6 +228,16 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
  * (HUGE_VAL when no relaxation has an optimum). */
 double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
                       const double *layout, long lps, int *map);
+/* Fixes every mapping column of lp to the permutation map (slot k on GPU map[k]). */
+void ilp_fix_map(glp_prob *lp, const struct inst *in, const struct cols *c, const int *map);
+
+/* mpress_plan_ilp with the branching rule `branch` (flags ILP_*); guide: the assignment whose
+ * partition ILP_MAP_SEARCH searches on (else NULL). ilp_solve.c; the second searches
+ * (ilp_relax.c) run it with other flags. */
+int ilp_plan_run(const struct mpress_profile *p, const struct mpress_topology *topo,
+                 const struct mpress_plan_options *o, int branch,
+                 const struct mpress_assignment *guide, struct mpress_assignment *out,
+                 struct mpress_plan_solver *stats, struct mpress_error *err);
 
 /* Depth-first branch and bound on the whole of lp (no columns fixed, no cut-off) within
  * `nodes` nodes, and at most `after` nodes past its first integer plan, branching by pseudo

@@ -426,6 +426,55 @@ static double placement_value(glp_prob *cp, const struct inst *in, const struct 
     return glp_get_obj_val(cp);
 }
 
+/* The least relaxation on cp over the threshold placements (slots k0.. on the host) into hb;
+ * one LP solve each out of *left, counted in *solves; HUGE_VAL when none has an optimum. */
+static double least_threshold(glp_prob *cp, const struct inst *in, const struct cols *c, int *hb,
+                              long *left, int *solves)
+{
+    double vb = HUGE_VAL;
+    for (int k0 = in->N; k0 >= 0 && *left > 0; k0--, --*left) {
+        int h[MPRESS_MAX_GPUS];
+        for (int k = 0; k < in->N; k++)
+            h[k] = k >= k0;
+        double v = placement_value(cp, in, c, h);
+        ++*solves;
+        if (v < vb * (1 - 1e-9))
+            vb = v, memcpy(hb, h, sizeof(h));
+    }
+    return vb;
+}
+
+/* The least relaxation over placements from hb: single flips, first improvement, while one
+ * lowers it (at most 3 rounds, *left LP solves); hb and the value updated, the solves and
+ * the improving flips counted in *solves and *moves. */
+static double flip_placement(glp_prob *cp, const struct inst *in, const struct cols *c,
+                             int *hb, double vb, long *left, int *solves, int *moves)
+{
+    int h[MPRESS_MAX_GPUS];
+    for (int again = 1, round = 0; again && round < 3; round++) {
+        again = 0;
+        for (int k = 0; k < in->N && *left > 0; k++, --*left) {
+            memcpy(h, hb, sizeof(h));
+            h[k] = !h[k];
+            double v = placement_value(cp, in, c, h);
+            ++*solves;
+            if (v < vb * (1 - 1e-9)) {
+                vb = v, memcpy(hb, h, sizeof(h));
+                ++*moves;
+                again = 1;
+            }
+        }
+    }
+    return vb;
+}
+
+void ilp_fix_map(glp_prob *lp, const struct inst *in, const struct cols *c, const int *map)
+{
+    for (int k = 0; k < in->N; k++)
+        for (int g = 0; g < in->N; g++)
+            fix_col(lp, c->x[IX2(k, g, in->N)], g == map[k]);
+}
+
 double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct cols *c,
                              const double *start, long nodes, long per_slot,
                              struct ilp_ls_stats *st)
@@ -439,37 +488,17 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
     st->start = st->found = zbest;
     if (!in->host_opt || N < 2)
         return best;
-    int u[MPRESS_MAX_GPUS], h[MPRESS_MAX_GPUS], hb[MPRESS_MAX_GPUS];
+    int u[MPRESS_MAX_GPUS], hb[MPRESS_MAX_GPUS];
     partition_of(in, c, best, u);
     glp_prob *cp = glp_create_prob();
     glp_copy_prob(cp, lp, GLP_OFF);
     fix_partition(cp, in, c, u, 0, 0, best);
     /* The placement whose relaxation is least: thresholds (slots k0.. on the host, where the
      * drain hides most of a host step), then single flips, first improvement. */
-    double vb = HUGE_VAL;
     long left = nodes;
-    for (int k0 = N; k0 >= 0 && left > 0; k0--, left--) {
-        for (int k = 0; k < N; k++)
-            h[k] = k >= k0;
-        double v = placement_value(cp, in, c, h);
-        st->solves++;
-        if (v < vb * (1 - 1e-9))
-            vb = v, memcpy(hb, h, sizeof(h));
-    }
-    for (int again = vb < HUGE_VAL, round = 0; again && round < 3; round++) {
-        again = 0;
-        for (int k = 0; k < N && left > 0; k++, left--) {
-            memcpy(h, hb, sizeof(h));
-            h[k] = !h[k];
-            double v = placement_value(cp, in, c, h);
-            st->solves++;
-            if (v < vb * (1 - 1e-9)) {
-                vb = v, memcpy(hb, h, sizeof(h));
-                st->moves++;
-                again = 1;
-            }
-        }
-    }
+    double vb = least_threshold(cp, in, c, hb, &left, &st->solves);
+    if (vb < HUGE_VAL)
+        vb = flip_placement(cp, in, c, hb, vb, &left, &st->solves, &st->moves);
     glp_delete_prob(cp);
     long used = 0;
     double *v = vb < zbest * (1 - 1e-6) && left > 0
@@ -486,35 +515,6 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
     return best;
 }
 
-/* Fixes every mapping column of cp to the permutation map (slot k on GPU map[k]). */
-static void fix_map(glp_prob *cp, const struct inst *in, const struct cols *c, const int *map)
-{
-    for (int k = 0; k < in->N; k++)
-        for (int g = 0; g < in->N; g++)
-            fix_col(cp, c->x[IX2(k, g, in->N)], g == map[k]);
-}
-
-/* The least relaxation over placements from hb: single flips, first improvement, while one
- * lowers it (at most 3 rounds, *left LP solves); hb and the value updated. */
-static double flip_placement(glp_prob *cp, const struct inst *in, const struct cols *c,
-                             int *hb, double vb, long *left)
-{
-    int h[MPRESS_MAX_GPUS];
-    for (int again = 1, round = 0; again && round < 3; round++) {
-        again = 0;
-        for (int k = 0; k < in->N && *left > 0; k++, --*left) {
-            memcpy(h, hb, sizeof(h));
-            h[k] = !h[k];
-            double v = placement_value(cp, in, c, h);
-            if (v < vb * (1 - 1e-9)) {
-                vb = v, memcpy(hb, h, sizeof(h));
-                again = 1;
-            }
-        }
-    }
-    return vb;
-}
-
 double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
                       const double *layout, long lps, int *map)
 {
@@ -528,20 +528,13 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
     glp_prob *cp = glp_create_prob();
     glp_copy_prob(cp, lp, GLP_OFF);
     fix_partition(cp, in, c, u, 0, 1, layout);
-    fix_map(cp, in, c, map);
-    /* The start's placement: the least threshold (slots k0.. on the host), then flips. */
-    double vb = HUGE_VAL;
+    ilp_fix_map(cp, in, c, map);
+    /* The start's placement: the least threshold, then flips. */
     long left = lps;
-    for (int k0 = N; k0 >= 0 && left > 0; k0--, left--) {
-        int h[MPRESS_MAX_GPUS];
-        for (int k = 0; k < N; k++)
-            h[k] = k >= k0;
-        double v = placement_value(cp, in, c, h);
-        if (v < vb * (1 - 1e-9))
-            vb = v, memcpy(hb, h, sizeof(h));
-    }
+    int solves = 0, moves = 0;
+    double vb = least_threshold(cp, in, c, hb, &left, &solves);
     if (vb < HUGE_VAL)
-        vb = flip_placement(cp, in, c, hb, vb, &left);
+        vb = flip_placement(cp, in, c, hb, vb, &left, &solves, &moves);
     /* Steepest descent over exchanges of two slots' GPUs, each judged at the best placement
      * so far, which is then improved by flips on the mapping chosen. */
     while (vb < HUGE_VAL && left > 0) {
@@ -551,7 +544,7 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
             for (int j = i + 1; j < N && left > 0; j++) {
                 int t = map[i];
                 map[i] = map[j], map[j] = t;
-                fix_map(cp, in, c, map);
+                ilp_fix_map(cp, in, c, map);
                 for (int f = -1; f < N && left > 0; f++, left--) {
                     int h[MPRESS_MAX_GPUS];
                     memcpy(h, hb, sizeof(h));
@@ -567,9 +560,9 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
             break;
         int t = map[bi];
         map[bi] = map[bj], map[bj] = t;
-        fix_map(cp, in, c, map);
+        ilp_fix_map(cp, in, c, map);
         memcpy(hb, hn, sizeof(hn));
-        vb = flip_placement(cp, in, c, hb, vn, &left);
+        vb = flip_placement(cp, in, c, hb, vn, &left, &solves, &moves);
     }
     glp_delete_prob(cp);
     return vb;

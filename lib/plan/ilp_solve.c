@@ -719,7 +719,8 @@ static int first_plan(struct solve *sv, const struct mpress_profile *p,
 }
 
 /* ILP_MAP_SEARCH: the mapping columns of the problem fixed to the mapping ilp_map_search
- * finds from the guide's partition and mapping. 1 when the guide gives no partition or no relaxation has an optimum. */
+ * finds from the guide's partition and mapping; 1 when the guide gives no partition or no
+ * relaxation has an optimum. */
 static int map_fix(struct solve *sv, const struct inst *in, const struct mpress_profile *p,
                    const struct mpress_plan_options *o)
 {
@@ -737,11 +738,7 @@ static int map_fix(struct solve *sv, const struct inst *in, const struct mpress_
     free(lay);
     if (!(v < HUGE_VAL))
         return 1;
-    for (int k = 0; k < in->N; k++)
-        for (int g = 0; g < in->N; g++) {
-            int col = sv->cols.x[IX2(k, g, in->N)];
-            glp_set_col_bnds(sv->m.lp, col, GLP_FX, g == map[k], g == map[k]);
-        }
+    ilp_fix_map(sv->m.lp, in, &sv->cols, map);
     return 0;
 }
 
@@ -886,12 +883,10 @@ static void solve_reset(struct solve *sv)
     memset(sv, 0, sizeof(*sv));
 }
 
-/* mpress_plan_ilp with the branching rule `branch` (flags ILP_*); guide: the assignment whose
- * partition ILP_MAP_SEARCH searches on (else NULL). */
-static int plan_ilp_run(const struct mpress_profile *p, const struct mpress_topology *topo,
-                        const struct mpress_plan_options *o, int branch,
-                        const struct mpress_assignment *guide, struct mpress_assignment *out,
-                        struct mpress_plan_solver *stats, struct mpress_error *err)
+int ilp_plan_run(const struct mpress_profile *p, const struct mpress_topology *topo,
+                 const struct mpress_plan_options *o, int branch,
+                 const struct mpress_assignment *guide, struct mpress_assignment *out,
+                 struct mpress_plan_solver *stats, struct mpress_error *err)
 {
     memset(stats, 0, sizeof(*stats));
     stats->nodes = -1;
@@ -983,106 +978,5 @@ int mpress_plan_ilp(const struct mpress_profile *p, const struct mpress_topology
                     const struct mpress_plan_options *o, struct mpress_assignment *out,
                     struct mpress_plan_solver *stats, struct mpress_error *err)
 {
-    return plan_ilp_run(p, topo, o, 0, NULL, out, stats, err);
-}
-
-/* After the mapping-free bound's search, where the gap is still open with optimizer states
- * that may go to the host on several sockets: the plan with the mapping fixed to the one
- * ilp_map_search finds on the relaxed plan's partition (rel, moved back onto this server's
- * GPUs through plan's mapping), when it is faster. gpt3-13b on dgx1: the first search keeps
- * 8.4910 s, with six host steps queued on two sockets; on the relaxed plan's partition two
- * host steps on either socket give 7.53 s (docs/benchmarks.md, "The mapping search"). Only
- * its plan counts: its bound is that of one mapping. */
-static void map_search(const struct mpress_profile *p, const struct mpress_topology *topo,
-                       const struct mpress_plan_options *o, const struct mpress_assignment *rel,
-                       struct mpress_assignment *plan, struct mpress_plan_solver *solver)
-{
-    if (solver->gap <= o->mip_gap || !ilp_host_opt(topo) || topo->n_sockets < 2)
-        return;
-    struct mpress_assignment guide = {0}, got = {0};
-    struct mpress_plan_solver st;
-    struct mpress_plan_options so = *o;
-    so.dump_lp = NULL;
-    so.progress = NULL; /* its bound is not this server's */
-    so.warm_start = plan;
-    if (mpress_assignment_init(&guide, p, NULL) == 0) {
-        plan_assignment_unrelax(rel, plan, topo->n_gpus, &guide);
-        if (plan_ilp_run(p, topo, &so, ILP_MAP_SEARCH, &guide, &got, &st, NULL) == 0) {
-            if (st.nodes > 0)
-                solver->nodes += st.nodes;
-            if (st.objective < solver->objective * (1 - 1e-9)) {
-                mpress_assignment_finish(plan);
-                *plan = got;
-                memset(&got, 0, sizeof(got));
-                solver->objective = st.objective;
-                solver->bound = fmin(solver->bound, solver->objective);
-                solver->gap = (solver->objective - solver->bound) / solver->objective;
-                if (solver->gap <= o->mip_gap)
-                    snprintf(solver->status, sizeof(solver->status), "gap_reached");
-            }
-        }
-    }
-    mpress_assignment_finish(&guide);
-    mpress_assignment_finish(&got);
-}
-
-/* Two searches that help where the first stopped at its node limit above the gap:
- * - On a direct fabric (the MILP decides the mapping) the bound is the weak side; the MILP of
- *   the mapping-free relaxation (ilp_relax.c), started from the plan moved onto it, bounds
- *   every plan of this server. Its plans are the relaxed server's, so only its bound counts.
- * - On more than ILP_HOST_FIRST_MAX slots of a fixed mapping the search gives the cycle its
- *   floor, whose tree raises the bound; branching on the placement first instead finds faster
- *   plans there but leaves the bound low (gpt-20b on dgx2-16: 7.8165 s at 1.35 % against
- *   7.7792 s at 4.27 %). It runs from the same start; both are bounds of the same MILP.
- * docs/benchmarks.md, "The mapping-free bound" and "Both searches on many slots". */
-int plan_second_search(const struct mpress_profile *p, const struct mpress_topology *topo,
-                       const struct mpress_plan_options *o, struct mpress_assignment *plan,
-                       struct mpress_plan_solver *solver, struct mpress_error *err)
-{
-    /* Not after a time limit either: that is the user's cap on the search. */
-    if (solver->gap <= o->mip_gap || strcmp(solver->status, "node_limit") != 0)
-        return 0;
-    struct mpress_topology relaxed;
-    struct mpress_assignment warm = {0}, got = {0};
-    struct mpress_plan_options so = *o;
-    so.dump_lp = NULL;
-    const struct mpress_topology *on = topo;
-    int branch = 0;
-    if (plan_topology_relax(topo, &relaxed) == 0) {
-        if (mpress_assignment_init(&warm, p, err))
-            return MPRESS_ESYSTEM;
-        plan_assignment_relax(plan, topo->n_gpus, &warm);
-        so.warm_start = &warm;
-        so.progress = NULL; /* its incumbents are not plans of this server */
-        on = &relaxed;
-        branch = ILP_BOUND_ONLY;
-    } else if (!ilp_mapped(topo) && ilp_host_opt(topo) && topo->n_gpus > ILP_HOST_FIRST_MAX) {
-        branch = ILP_BRANCH_HOST_FIRST;
-    } else {
-        return 0;
-    }
-    struct mpress_plan_solver st;
-    /* A failure here leaves the first answer as it was. */
-    int rc = plan_ilp_run(p, on, &so, branch, NULL, &got, &st, NULL);
-    mpress_assignment_finish(&warm);
-    if (rc == 0) {
-        if (st.nodes > 0)
-            solver->nodes += st.nodes;
-        if (on == topo && st.objective < solver->objective * (1 - 1e-9)) {
-            mpress_assignment_finish(plan);
-            *plan = got;
-            memset(&got, 0, sizeof(got));
-            solver->objective = st.objective;
-        }
-        solver->bound = fmin(fmax(solver->bound, st.bound), solver->objective);
-        solver->gap = solver->objective > 0
-                          ? (solver->objective - solver->bound) / solver->objective
-                          : 0;
-        if (solver->gap <= o->mip_gap)
-            snprintf(solver->status, sizeof(solver->status), "gap_reached");
-    }
-    if (rc == 0 && on != topo)
-        map_search(p, topo, o, &got, plan, solver);
-    mpress_assignment_finish(&got);
-    return 0;
+    return ilp_plan_run(p, topo, o, 0, NULL, out, stats, err);
 }

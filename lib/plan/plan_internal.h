@@ -110,8 +110,10 @@ void plan_assignment_unrelax(const struct mpress_assignment *rel,
                              const struct mpress_assignment *real, int n_gpus,
                              struct mpress_assignment *out);
 /* Where the MILP stopped at its node limit above the gap, a second search within the same
- * limits (ilp_solve.c, plan_second_search, explains both): on a server plan_topology_relax
- * relaxes, the relaxed server's MILP from plan, whose bound alone counts; on more than
+ * limits (ilp_relax.c, plan_second_search, explains both): on a server plan_topology_relax
+ * relaxes, the relaxed server's MILP from plan, whose bound alone counts, then (host
+ * optimizers on several sockets, gap still open) the MILP with the mapping fixed to the one
+ * ilp_map_search finds on the relaxed plan's partition, whose plan alone counts; on more than
  * ILP_HOST_FIRST_MAX GPUs of a fixed mapping, the MILP again branching on the optimizer
  * placement first, from o's start. plan and solver become the faster plan with the higher
  * bound (gap, and status "gap_reached" when it closes), nodes added. 0, or MPRESS_ESYSTEM
