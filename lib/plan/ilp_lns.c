@@ -427,9 +427,10 @@ static double placement_value(glp_prob *cp, const struct inst *in, const struct 
 }
 
 /* The least relaxation on cp over the threshold placements (slots k0.. on the host) into hb;
- * one LP solve each out of *left, counted in *solves; HUGE_VAL when none has an optimum. */
+ * one LP solve each out of *left, counted in st when not NULL; HUGE_VAL when none has an
+ * optimum. */
 static double least_threshold(glp_prob *cp, const struct inst *in, const struct cols *c, int *hb,
-                              long *left, int *solves)
+                              long *left, struct ilp_ls_stats *st)
 {
     double vb = HUGE_VAL;
     for (int k0 = in->N; k0 >= 0 && *left > 0; k0--, --*left) {
@@ -437,7 +438,8 @@ static double least_threshold(glp_prob *cp, const struct inst *in, const struct 
         for (int k = 0; k < in->N; k++)
             h[k] = k >= k0;
         double v = placement_value(cp, in, c, h);
-        ++*solves;
+        if (st)
+            st->solves++;
         if (v < vb * (1 - 1e-9))
             vb = v, memcpy(hb, h, sizeof(h));
     }
@@ -446,9 +448,9 @@ static double least_threshold(glp_prob *cp, const struct inst *in, const struct 
 
 /* The least relaxation over placements from hb: single flips, first improvement, while one
  * lowers it (at most 3 rounds, *left LP solves); hb and the value updated, the solves and
- * the improving flips counted in *solves and *moves. */
+ * the improving flips counted in st when not NULL. */
 static double flip_placement(glp_prob *cp, const struct inst *in, const struct cols *c,
-                             int *hb, double vb, long *left, int *solves, int *moves)
+                             int *hb, double vb, long *left, struct ilp_ls_stats *st)
 {
     int h[MPRESS_MAX_GPUS];
     for (int again = 1, round = 0; again && round < 3; round++) {
@@ -457,10 +459,12 @@ static double flip_placement(glp_prob *cp, const struct inst *in, const struct c
             memcpy(h, hb, sizeof(h));
             h[k] = !h[k];
             double v = placement_value(cp, in, c, h);
-            ++*solves;
+            if (st)
+                st->solves++;
             if (v < vb * (1 - 1e-9)) {
                 vb = v, memcpy(hb, h, sizeof(h));
-                ++*moves;
+                if (st)
+                    st->moves++;
                 again = 1;
             }
         }
@@ -496,9 +500,9 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
     /* The placement whose relaxation is least: thresholds (slots k0.. on the host, where the
      * drain hides most of a host step), then single flips, first improvement. */
     long left = nodes;
-    double vb = least_threshold(cp, in, c, hb, &left, &st->solves);
+    double vb = least_threshold(cp, in, c, hb, &left, st);
     if (vb < HUGE_VAL)
-        vb = flip_placement(cp, in, c, hb, vb, &left, &st->solves, &st->moves);
+        vb = flip_placement(cp, in, c, hb, vb, &left, st);
     glp_delete_prob(cp);
     long used = 0;
     double *v = vb < zbest * (1 - 1e-6) && left > 0
@@ -531,10 +535,9 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
     ilp_fix_map(cp, in, c, map);
     /* The start's placement: the least threshold, then flips. */
     long left = lps;
-    int solves = 0, moves = 0;
-    double vb = least_threshold(cp, in, c, hb, &left, &solves);
+    double vb = least_threshold(cp, in, c, hb, &left, NULL);
     if (vb < HUGE_VAL)
-        vb = flip_placement(cp, in, c, hb, vb, &left, &solves, &moves);
+        vb = flip_placement(cp, in, c, hb, vb, &left, NULL);
     /* Steepest descent over exchanges of two slots' GPUs, each judged at the best placement
      * so far, which is then improved by flips on the mapping chosen. */
     while (vb < HUGE_VAL && left > 0) {
@@ -562,7 +565,7 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
         map[bi] = map[bj], map[bj] = t;
         ilp_fix_map(cp, in, c, map);
         memcpy(hb, hn, sizeof(hn));
-        vb = flip_placement(cp, in, c, hb, vn, &left, &solves, &moves);
+        vb = flip_placement(cp, in, c, hb, vn, &left, NULL);
     }
     glp_delete_prob(cp);
     return vb;

@@ -156,7 +156,7 @@ static void map_search(const struct mpress_profile *p, const struct mpress_topol
 
 /* Two searches that help where the first stopped at its node limit above the gap:
  * - On a direct fabric (the MILP decides the mapping) the bound is the weak side; the MILP of
- *   the mapping-free relaxation (ilp_relax.c), started from the plan moved onto it, bounds
+ *   the mapping-free relaxation (above), started from the plan moved onto it, bounds
  *   every plan of this server. Its plans are the relaxed server's, so only its bound counts.
  * - On more than ILP_HOST_FIRST_MAX slots of a fixed mapping the search gives the cycle its
  *   floor, whose tree raises the bound; branching on the placement first instead finds faster
