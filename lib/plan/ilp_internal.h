@@ -129,6 +129,10 @@ struct cols {
 /* The mapping fixed to the one ilp_map_search finds on a guide's partition (plan_second_search
  * gives the guide), and the placement branched on first as where the mapping is fixed. */
 #define ILP_MAP_SEARCH 8
+/* The first of the three searches on a direct fabric with host optimizers on several sockets
+ * (plan_first_search, ilp_relax.c, explains): branch and bound within 1000 nodes of the node
+ * limit (a fifth of it past 5000), and no local search after it. */
+#define ILP_FIRST_SHORT 16
 int ilp_host_first(const struct inst *in);
 int ilp_floor_on(const struct inst *in);
 int ilp_lm_on(const struct inst *in);
@@ -227,7 +231,13 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
  * by flips), within `lps` LP solves. The mapping in map ([slot] = GPU) and its value
  * (HUGE_VAL when no relaxation has an optimum). */
 double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
-                      const double *layout, long lps, int *map);
+                      const double *layout, long lps, int *map, int *hb);
+/* A plan on layout's partition with the mapping map and the optimizer placement h: relax and
+ * fix, slot by slot within per_slot nodes and `nodes` in all (*used: the nodes taken). The
+ * plan as a checked vector of lp (malloc'd), or NULL. */
+double *ilp_map_start(glp_prob *lp, const struct inst *in, const struct cols *c,
+                      const double *layout, const int *map, const int *h, long per_slot,
+                      long nodes, long *used);
 /* Fixes every mapping column of lp to the permutation map (slot k on GPU map[k]). */
 void ilp_fix_map(glp_prob *lp, const struct inst *in, const struct cols *c, const int *map);
 

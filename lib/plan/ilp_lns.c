@@ -341,10 +341,12 @@ double *ilp_local_search(glp_prob *lp, const struct inst *in, const struct cols 
 
 /* Relax and fix on lp with partition u (x's mapping) and placement h fixed: the action counts
  * of every slot continuous but slot k's, whose small MILP (within `nodes`) fixes them; slot by
- * slot from the first. The plan as a checked vector of lp, or NULL. */
+ * slot from the first. retry: a slot whose MILP ends without an integer plan by best local
+ * bound is searched once more depth first within as many nodes. The plan as a checked vector
+ * of lp, or NULL. */
 static double *relax_fix_restricted(glp_prob *lp, const struct inst *in, const struct cols *c,
                                     const int *u, const int *h, const double *x, long nodes,
-                                    long total, long *used)
+                                    long total, int retry, long *used)
 {
     const int N = in->N, C = in->C;
     int n = glp_get_num_cols(lp);
@@ -382,10 +384,18 @@ static double *relax_fix_restricted(glp_prob *lp, const struct inst *in, const s
         long lim = total - *used < nodes ? total - *used : nodes;
         if (lim < 1)
             goto out;
-        struct sub_cb cb = {.limit = lim};
+        struct sub_cb cb = {.limit = lim, .first = retry, .after = nodes / 4};
         int ret = sub_intopt(cp, &cb, 0, 0, in->mapped);
         *used += cb.nodes > 0 ? cb.nodes : 1;
         int st = glp_mip_status(cp);
+        lim = total - *used < nodes ? total - *used : nodes;
+        if (retry && ret >= 0 && st != GLP_OPT && st != GLP_FEAS && st != GLP_NOFEAS &&
+            lim >= 1) {
+            cb = (struct sub_cb){.limit = lim};
+            ret = sub_intopt(cp, &cb, 0, 1, in->mapped);
+            *used += cb.nodes > 0 ? cb.nodes : 1;
+            st = glp_mip_status(cp);
+        }
         if (ret < 0 || (st != GLP_OPT && st != GLP_FEAS))
             goto out;
         for (int cl = 0; cl < C; cl++) {
@@ -506,7 +516,7 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
     glp_delete_prob(cp);
     long used = 0;
     double *v = vb < zbest * (1 - 1e-6) && left > 0
-                    ? relax_fix_restricted(lp, in, c, u, hb, best, per_slot, left, &used)
+                    ? relax_fix_restricted(lp, in, c, u, hb, best, per_slot, left, 0, &used)
                     : NULL;
     st->nodes = nodes - left + used;
     if (v && ilp_objective(lp, v) < zbest * (1 - 1e-9)) {
@@ -520,10 +530,11 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
 }
 
 double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
-                      const double *layout, long lps, int *map)
+                      const double *layout, long lps, int *map, int *hb)
 {
     const int N = in->N;
-    int u[MPRESS_MAX_GPUS], hb[MPRESS_MAX_GPUS] = {0};
+    int u[MPRESS_MAX_GPUS];
+    memset(hb, 0, sizeof(*hb) * (size_t)N);
     partition_of(in, c, layout, u);
     for (int k = 0; k < N; k++)
         for (int g = 0; g < N; g++)
@@ -569,4 +580,24 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
     }
     glp_delete_prob(cp);
     return vb;
+}
+
+double *ilp_map_start(glp_prob *lp, const struct inst *in, const struct cols *c,
+                      const double *layout, const int *map, const int *h, long per_slot,
+                      long nodes, long *used)
+{
+    const int N = in->N;
+    int n = glp_get_num_cols(lp), u[MPRESS_MAX_GPUS];
+    *used = 0;
+    double *x = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!x)
+        return NULL;
+    memcpy(x, layout, sizeof(double) * (size_t)(n + 1));
+    for (int k = 0; k < N; k++)
+        for (int g = 0; g < N; g++)
+            x[c->x[IX2(k, g, N)]] = g == map[k];
+    partition_of(in, c, x, u);
+    double *v = relax_fix_restricted(lp, in, c, u, h, x, per_slot, nodes, 1, used);
+    free(x);
+    return v;
 }

@@ -114,6 +114,14 @@ void plan_assignment_unrelax(const struct mpress_assignment *rel,
     }
 }
 
+/* Whether plan_second_search runs both of its searches on topo where the first stops above
+ * the gap: a server the relaxation applies to, with host optimizers on several sockets. */
+static int mapping_search_follows(const struct mpress_topology *topo)
+{
+    struct mpress_topology relaxed;
+    return plan_topology_relax(topo, &relaxed) == 0 && ilp_host_opt(topo) && topo->n_sockets >= 2;
+}
+
 /* After the mapping-free bound's search, where the gap is still open with optimizer states
  * that may go to the host on several sockets: the plan with the mapping fixed to the one
  * ilp_map_search finds on the relaxed plan's partition (rel, moved back onto this server's
@@ -125,7 +133,7 @@ static void map_search(const struct mpress_profile *p, const struct mpress_topol
                        const struct mpress_plan_options *o, const struct mpress_assignment *rel,
                        struct mpress_assignment *plan, struct mpress_plan_solver *solver)
 {
-    if (solver->gap <= o->mip_gap || !ilp_host_opt(topo) || topo->n_sockets < 2)
+    if (solver->gap <= o->mip_gap || !mapping_search_follows(topo))
         return;
     struct mpress_assignment guide = {0}, got = {0};
     struct mpress_plan_solver st;
@@ -152,6 +160,19 @@ static void map_search(const struct mpress_profile *p, const struct mpress_topol
     }
     mpress_assignment_finish(&guide);
     mpress_assignment_finish(&got);
+}
+
+/* Where all three searches may run, the first one's branch and bound past 1000 nodes and its
+ * local search after them only searched the mapping the third search replaces: on gpt3-13b
+ * on dgx1 they took 17 of the 30 s and found nothing (the same 7.51 s plan comes from the
+ * third search either way); every other dgx1 case of the planner matrix closes the gap within
+ * 761 nodes in all (docs/benchmarks.md, "The first search shortened"). */
+int plan_first_search(const struct mpress_profile *p, const struct mpress_topology *topo,
+                      const struct mpress_plan_options *o, struct mpress_assignment *out,
+                      struct mpress_plan_solver *stats, struct mpress_error *err)
+{
+    return ilp_plan_run(p, topo, o, mapping_search_follows(topo) ? ILP_FIRST_SHORT : 0, NULL,
+                        out, stats, err);
 }
 
 /* Two searches that help where the first stopped at its node limit above the gap:

@@ -42,6 +42,7 @@ struct cb_ctx {
     unsigned char *first; /* [column]: rank of the columns branched on first (0: none) */
     int n_cols;
     long first_nodes;     /* ... within the first first_nodes nodes of the tree */
+    long cap;             /* > 0: branch and bound's node limit instead of o's */
 };
 
 /* Branching, within the first half of the node limit: a partition column (w, f: how many
@@ -140,8 +141,8 @@ static void ilp_callback(glp_tree *tree, void *info)
     c->incumbent = inc;
     /* The root's heuristic call, which offers the warm start, comes after its selection: a
      * limit of one node still ends with the warm start as the incumbent. */
-    if (c->o->node_limit > 0 && t_cnt >= c->o->node_limit &&
-        (!c->heur || c->heur_given || t_cnt > c->o->node_limit)) {
+    long lim = c->cap > 0 ? c->cap : c->o->node_limit;
+    if (lim > 0 && t_cnt >= lim && (!c->heur || c->heur_given || t_cnt > lim)) {
         c->stopped_by_nodes = 1;
         glp_ios_terminate(tree);
     }
@@ -337,6 +338,8 @@ struct solve {
     glp_prob *orig;     /* the problem before branch and bound, for the local search */
     double *layout;     /* the warm start's partition and mapping columns, or NULL */
     const struct mpress_assignment *guide; /* ILP_MAP_SEARCH: whose partition it searches on */
+    double *map_start;  /* ILP_MAP_SEARCH: a plan on the mapping map_fix chose, or NULL */
+    long map_nodes;     /* ... and the nodes its relax and fix took */
     int attempt;        /* 0: the measured settings; 1: after GLPK failed inside on them */
 };
 
@@ -576,7 +579,10 @@ static double *solution(struct solve *sv, const struct inst *in,
     for (int j = 0; have && j <= n; j++)
         x[j] = j ? glp_mip_col_val(lp, j) : 0;
     long lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
-    if (!sv->orig || strcmp(stats->status, "gap_reached") == 0 ||
+    /* The first of three searches that stopped at its node limit: the third replaces the
+     * mapping this search would keep (plan_first_search). */
+    int followed = (in->branch & ILP_FIRST_SHORT) && strcmp(stats->status, "node_limit") == 0;
+    if (!sv->orig || followed || strcmp(stats->status, "gap_reached") == 0 ||
         strcmp(stats->status, "optimal") == 0 || stats->gap <= o->mip_gap || lim < 5)
         return x;
     double *from = sv->cb.heur ? sv->cb.heur : sv->layout;
@@ -728,17 +734,21 @@ static int map_fix(struct solve *sv, const struct inst *in, const struct mpress_
     free(ilp_warm_vector(sv->m.lp, in, &sv->cols, p, sv->guide, &sv->sym, &lay));
     if (!lay)
         return 1;
-    int map[MPRESS_MAX_GPUS];
+    int map[MPRESS_MAX_GPUS], hb[MPRESS_MAX_GPUS];
     /* Two rounds of exchanges, each pair at N + 1 placements, with their flips (561 LP
      * solves on 8 GPUs), within the node limit (at most 5000). */
     long n = in->N, lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
     long lps = 2 * (n * (n - 1) / 2 * (n + 1) + 3 * n) + n + 1;
     lps = lps < lim ? lps : lim;
-    double v = ilp_map_search(sv->m.lp, in, &sv->cols, lay, lps, map);
-    free(lay);
-    if (!(v < HUGE_VAL))
+    double v = ilp_map_search(sv->m.lp, in, &sv->cols, lay, lps, map, hb);
+    if (!(v < HUGE_VAL)) {
+        free(lay);
         return 1;
+    }
     ilp_fix_map(sv->m.lp, in, &sv->cols, map);
+    sv->map_start = ilp_map_start(sv->m.lp, in, &sv->cols, lay, map, hb, lim / 5, lim * 2 / 5,
+                                  &sv->map_nodes);
+    free(lay);
     return 0;
 }
 
@@ -778,6 +788,10 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     sv->cb.n_cols = glp_get_num_cols(m->lp);
     sv->cb.first = partition_columns(in, &sv->cols, sv->cb.n_cols);
     sv->cb.first_nodes = (o->node_limit > 0 ? o->node_limit : 5000) / 2;
+    /* The first of three searches: branch and bound within the node limit N up to 1000
+     * nodes, a fifth of it past 5000. */
+    if ((in->branch & ILP_FIRST_SHORT) && o->node_limit > 1000)
+        sv->cb.cap = o->node_limit > 5000 ? o->node_limit / 5 : 1000;
     stats->rows = glp_get_num_rows(m->lp);
     stats->cols = glp_get_num_cols(m->lp);
     stats->integer_cols = glp_get_num_int(m->lp);
@@ -792,6 +806,12 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     if (sv->cb.heur && (in->branch & ILP_MAP_SEARCH) && !map_agrees(sv, in)) {
         free(sv->cb.heur); /* the start runs on another mapping */
         sv->cb.heur = NULL;
+    }
+    if (sv->map_start && (!sv->cb.heur || ilp_objective(m->lp, sv->map_start) <
+                                              ilp_objective(m->lp, sv->cb.heur))) {
+        free(sv->cb.heur);
+        sv->cb.heur = sv->map_start;
+        sv->map_start = NULL;
     }
     /* The relaxation first, so that glp_intopt can run without its presolver and accept the
      * warm start in the problem's own columns. */
@@ -808,7 +828,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     /* The problem as the local search after branch and bound needs it (the search adds cuts). */
     sv->orig = glp_create_prob();
     glp_copy_prob(sv->orig, m->lp, GLP_OFF);
-    long pre_nodes = pre_search(sv, in, o);
+    long pre_nodes = pre_search(sv, in, o) + sv->map_nodes;
     int ret = intopt(sv, in, o);
     int status = glp_mip_status(m->lp);
     if (status != GLP_OPT && status != GLP_FEAS && warm) {
@@ -878,6 +898,7 @@ static void solve_reset(struct solve *sv)
     free(sv->cb.heur);
     free(sv->cb.first);
     free(sv->layout);
+    free(sv->map_start);
     if (sv->orig)
         glp_delete_prob(sv->orig);
     memset(sv, 0, sizeof(*sv));

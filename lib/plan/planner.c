@@ -233,7 +233,7 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
         io.warm_start = warm >= 0 ? &start : NULL;
         /* Infeasible: the MILP's message names the GPU short under the most memory-saving
          * actions. */
-        if (!(rc = mpress_plan_ilp(p, topo, &io, &chosen, &solver, err)))
+        if (!(rc = plan_first_search(p, topo, &io, &chosen, &solver, err)))
             rc = plan_second_search(p, topo, &io, &chosen, &solver, err);
         mpress_assignment_finish(&start);
         if (rc == MPRESS_EINFEASIBLE && warm >= 0) {

@@ -50,9 +50,12 @@ static void check_bound(const struct mpress_plan_solver *sv, double s, double le
     CHECK_MSG(fabs(sv->gap - (s - sv->bound) / s) <= 1e-9, "gap %.6f", sv->gap);
 }
 
-/* gpt3-13b on dgx1 with a node limit of 1000: the search finds a plan at least 3 % faster than
+/* gpt3-13b on dgx1 with a node limit of 1000: the search finds a plan at least 14 % faster than
  * the greedy baseline (8.8472 s); CBC, 300 s on the dumped MILP, stopped at 9.2992 s
- * (scripts/bench-cbc --seconds 300 --cases "gpt3-13b dgx1"). Planned twice: the same plan. */
+ * (scripts/bench-cbc --seconds 300 --cases "gpt3-13b dgx1"). Before the mapping search started
+ * from a plan of its own (relax and fix on the mapping and placement it chose, ilp_lns.c,
+ * ilp_map_start) its branch and bound found none within these nodes and the answer was the
+ * first search's 8.4910 s (4 % faster); now 7.5271 s. Planned twice: the same plan. */
 static void dgx1_beats_greedy(void)
 {
     struct mpress_profile p;
@@ -74,7 +77,7 @@ static void dgx1_beats_greedy(void)
     struct mpress_plan a, b;
     double ta = plan_fits(&p, &t, &o, &a, "gpt3-13b dgx1");
     double tb = plan_fits(&p, &t, &o, &b, "gpt3-13b dgx1, again");
-    CHECK_MSG(ta > 0 && ta <= 0.97 * greedy, "%.4f s against greedy %.4f s", ta, greedy);
+    CHECK_MSG(ta > 0 && ta <= 0.86 * greedy, "%.4f s against greedy %.4f s", ta, greedy);
     CHECK_MSG(ta == tb, "deterministic: %.9f vs %.9f", ta, tb);
     /* The bound of the mapping-free relaxation (ilp_relax.c): branch and bound alone, with the
      * mapping in its relaxation, ends at 7.0509 s (16.96 %) within these 1,000 nodes; the
