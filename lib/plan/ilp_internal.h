@@ -130,8 +130,9 @@ struct cols {
  * gives the guide), and the placement branched on first as where the mapping is fixed. */
 #define ILP_MAP_SEARCH 8
 /* The first of the three searches on a direct fabric with host optimizers on several sockets
- * (plan_first_search, ilp_relax.c, explains): branch and bound within 1000 nodes of the node
- * limit (a fifth of it past 5000), and no local search after it. */
+ * (plan_first_search, ilp_relax.c, explains): the search before branch and bound within half
+ * its nodes, branch and bound within 500 nodes of the node limit (a tenth of it past 5000),
+ * and no local search after it. */
 #define ILP_FIRST_SHORT 16
 int ilp_host_first(const struct inst *in);
 int ilp_floor_on(const struct inst *in);

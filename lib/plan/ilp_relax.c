@@ -162,11 +162,12 @@ static void map_search(const struct mpress_profile *p, const struct mpress_topol
     mpress_assignment_finish(&got);
 }
 
-/* Where all three searches may run, the first one's branch and bound past 1000 nodes and its
- * local search after them only searched the mapping the third search replaces: on gpt3-13b
- * on dgx1 they took 17 of the 30 s and found nothing (the same 7.51 s plan comes from the
- * third search either way); every other dgx1 case of the planner matrix closes the gap within
- * 761 nodes in all (docs/benchmarks.md, "The first search shortened"). */
+/* Where all three searches may run, the first one's branch and bound past 500 nodes, half of
+ * the search before it and the local search after them only searched the mapping the third
+ * search replaces: on gpt3-13b on dgx1 they took 19 of the 30 s and found nothing (the same
+ * 7.51 s plan comes from the third search either way); every other dgx1 case of the planner
+ * matrix closes the gap with the same plan within 635 nodes in all (docs/benchmarks.md, "The
+ * first search shortened"). */
 int plan_first_search(const struct mpress_profile *p, const struct mpress_topology *topo,
                       const struct mpress_plan_options *o, struct mpress_assignment *out,
                       struct mpress_plan_solver *stats, struct mpress_error *err)

@@ -623,9 +623,12 @@ static double *solution(struct solve *sv, const struct inst *in,
 
 /* Before branch and bound, a short local search from the warm start's vector (L/20 nodes on
  * its partition and mapping, L/20 with each stage boundary within one block, L/20 with the
- * mapping free; L the node limit, at most 5000): a faster plan becomes the first incumbent
- * instead. From the default job's polished start (planner.c, polish_mapping) branch and bound
- * then closes the gap in 364 nodes in all, against 2,437 without this search. Where the cycle
+ * mapping free; L the node limit, at most 5000; L/40 each in the first of three searches,
+ * ILP_FIRST_SHORT): a faster plan becomes the first incumbent instead. From the default job's
+ * polished start (planner.c, polish_mapping) branch and bound then closes the gap in 254
+ * nodes in all, against 4,763 without this search (and 380 with L/20 each). None in the
+ * mapping search (ILP_MAP_SEARCH): its start is its own relax and fix plan, around which this
+ * search found nothing on gpt3-13b and gpt-20b on dgx1 (367 nodes, 1.4 s). Where the cycle
  * gets its floor, then the placement search (ilp_lns.c) within 2L/5 nodes, L/16 a slot of its
  * relax and fix: gpt-20b on dgx2-16 then closes the gap in 1,355 nodes in all, against 20,506
  * (with the most-blocks column; docs/benchmarks.md). Returns the nodes it used. */
@@ -635,11 +638,12 @@ static long pre_search(struct solve *sv, const struct inst *in,
     if (!sv->cb.heur)
         return 0;
     long lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
-    if (lim < 100)
+    if (lim < 100 || (in->branch & ILP_MAP_SEARCH))
         return 0;
-    struct ilp_ls_budget bud = {.nodes = lim * 3 / 20, .first_nodes = lim / 20,
-                                .box_nodes = lim / 20, .box_delta = 1, .box_max = 2,
-                                .map_nodes = lim / 20, .box_rounds = 2};
+    long d = in->branch & ILP_FIRST_SHORT ? 40 : 20;
+    struct ilp_ls_budget bud = {.nodes = lim * 3 / d, .first_nodes = lim / d,
+                                .box_nodes = lim / d, .box_delta = 1, .box_max = 2,
+                                .map_nodes = lim / d, .box_rounds = 2};
     double z = ilp_objective(sv->m.lp, sv->cb.heur);
     struct ilp_ls_stats ls;
     double *better = ilp_local_search(sv->orig, in, &sv->cols, sv->cb.heur, z, &bud, &ls);
@@ -788,10 +792,10 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     sv->cb.n_cols = glp_get_num_cols(m->lp);
     sv->cb.first = partition_columns(in, &sv->cols, sv->cb.n_cols);
     sv->cb.first_nodes = (o->node_limit > 0 ? o->node_limit : 5000) / 2;
-    /* The first of three searches: branch and bound within the node limit N up to 1000
-     * nodes, a fifth of it past 5000. */
-    if ((in->branch & ILP_FIRST_SHORT) && o->node_limit > 1000)
-        sv->cb.cap = o->node_limit > 5000 ? o->node_limit / 5 : 1000;
+    /* The first of three searches: branch and bound within the node limit N up to 500
+     * nodes, a tenth of it past 5000. */
+    if ((in->branch & ILP_FIRST_SHORT) && o->node_limit > 500)
+        sv->cb.cap = o->node_limit > 5000 ? o->node_limit / 10 : 500;
     stats->rows = glp_get_num_rows(m->lp);
     stats->cols = glp_get_num_cols(m->lp);
     stats->integer_cols = glp_get_num_int(m->lp);
