@@ -369,7 +369,9 @@ void ilp_form_host_tail(struct form *f)
                     continue;
                 chain_begin(f, jj, 0);
                 add_touch_range(f, mm, jj, q, 1);
-                add_touch(f, N - 1, q, 1);
+                /* the copy's step comes between them only on its own socket */
+                if (on_socket(f, N - 1, q))
+                    add_touch(f, N - 1, q, 1);
                 chain_end(f, mm, q, jj, -c->tx[mm], 0, "tail_host_o_%d_%d_%d", mm, jj);
             }
             if (on_socket(f, N - 1, q)) {
