@@ -1,4 +1,4 @@
-/* Internal to the MILP's formulation (ilp_form.c and ilp_tail.c): what every part of it
+/* Internal to the MILP's formulation (ilp_form.c, ilp_links.c and ilp_tail.c): what every part of it
  * reads, and the column helpers its rows are written with. */
 #ifndef MPRESS_ILP_FORM_INTERNAL_H
 #define MPRESS_ILP_FORM_INTERNAL_H
@@ -69,11 +69,32 @@ static inline void add_y(struct model *m, const struct inst *in, const struct co
     add_w(m, in, c, k - 1, r, -coef);
 }
 
+/* O_k: output bytes of slot k's last op (0 for the last slot). Within a run the outputs are
+ * equal, so sum_b X_b (u_kb - u_k(b+1)) telescopes to X_r (f_kr - f_k(r+1)). */
+static inline void ilp_add_out(struct model *m, const struct inst *in, const struct cols *c,
+                               int k, double coef)
+{
+    if (k < 0 || k >= in->N - 1)
+        return;
+    for (int r = 0; r < in->NR; r++) {
+        double x = in->blk[in->run_first[r]].x;
+        add_f(m, in, c, k, r, coef * x);
+        if (r + 1 < in->NR)
+            add_f(m, in, c, k, r + 1, -coef * x);
+    }
+}
+
 /* The optimizer tail (ilp_tail.c; the rows are in ilp_form.c's header comment): the tied
  * exchange's column XE and its rows, and the drain and fill columns, before the slots' rows;
  * slot k's GPU step rows; the host steps' queue rows, after every slot's optimizer columns. */
 void ilp_form_tail_columns(struct form *f);
 void ilp_form_slot_tail(struct form *f, int k);
 void ilp_form_host_tail(struct form *f);
+/* ilp_links.c, after the slots' rows: host memory and the host tail, the products, the
+ * links, the drain. */
+void ilp_form_host(struct form *f);
+void ilp_form_products(struct form *f);
+void ilp_form_links(struct form *f);
+void ilp_form_drain(struct form *f);
 
 #endif
