@@ -1,5 +1,5 @@
-/* Internal to the MILP's formulation (ilp_form.c, ilp_links.c and ilp_tail.c): what every part of it
- * reads, and the column helpers its rows are written with. */
+/* Internal to the MILP's formulation (ilp_form.c, ilp_links.c and ilp_tail.c): what every part
+ * of it reads, and the column helpers its rows are written with. */
 #ifndef MPRESS_ILP_FORM_INTERNAL_H
 #define MPRESS_ILP_FORM_INTERNAL_H
 

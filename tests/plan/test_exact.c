@@ -476,7 +476,8 @@ int main(void)
 {
     glp_term_hook(term_off, NULL);
     tiny_state_ = 0x6d707265737321ULL; /* fixed seed */
-    int instances = 460, feasible = 0, with_d2d = 0, with_host_swap = 0, with_host_opt = 0, warm_started = 0;
+    int instances = 460, feasible = 0, with_d2d = 0, with_host_swap = 0, with_host_opt = 0;
+    int warm_started = 0;
     int with_tied_split = 0, with_tied_host = 0, relaxed_bounds = 0, relaxed_below = 0;
     int two_socket_fixed = 0, two_socket_costs = 0, split_queue = 0;
     long relaxed_checked = 0;

@@ -67,10 +67,10 @@ static const char *name(uint64_t *state, char buf[16])
 /* CORPUS_BYTES of English-like sentences about pipelines, GPUs, tensors and micro-batches, made
  * here from a fixed seed so that the training data, and so the losses, do not move when anything
  * else in the repository changes. Each sentence is one of 12 templates filled from short word
- * lists, numbers and made-up names. The fixed words, the grammar of each template, the shape of names and numbers and a few relations (a micro-batch leaving stage s
- * enters stage s + 1, a step's last two digits are its loss's decimals) are learnable; which
- * word, digit or syllable comes is not, so the loss falls well below ln(vocab) but stays far
- * above zero. */
+ * lists, numbers and made-up names. The fixed words, the grammar of each template, the shape
+ * of names and numbers and a few relations (a micro-batch leaving stage s enters stage s + 1,
+ * a step's last two digits are its loss's decimals) are learnable; which word, digit or
+ * syllable comes is not, so the loss falls well below ln(vocab) but stays far above zero. */
 #define CORPUS_BYTES (256u << 10)
 static uint8_t *corpus(size_t *n)
 {
