@@ -78,6 +78,10 @@
  *   TT >= opt_k / max_g hbm_g - slack_k   (tail_any: where every run's host step is longer)
  *   ot_k >= opt_k - BigOT (1 - h_k)
  *   ots_kq >= ot_k - BigOT (1 - sum_(g on socket q) x_kg)   (mapped, several sockets)
+ *   sock_free (ILP_SOCKET_FREE): sk_kq in {0,1}, sum_q sk_kq = 1, sum_k sk_kq = GPUs on q,
+ *   sk_(N-1)0 = 1 where the sockets hold as many GPUs each; sk_kq for sum_(g on q) x_kg in
+ *   the ots rows and the host chains, and the chains of one step alone once more with ot_k
+ *   and no socket term (the fixed mapping's rows, which hold on any socket)
  *   pt_kq = sum_(i<=k) ots_iq   (fixed mapping or one socket: ot_i of the slots on q)
  *   host steps: one CPU queue per socket, in the order the gradients arrive (slots N-1 down;
  *   with a split tied matrix N-2 down to the owner's slot m + 1, then N-1, then m); for every
@@ -100,7 +104,7 @@ void ilp_cols_free(struct cols *c)
     free(c->w), free(c->f), free(c->ct);
     free(c->x), free(c->h), free(c->R), free(c->H), free(c->D), free(c->e);
     free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
-    free(c->bnd), free(c->fl), free(c->ots);
+    free(c->bnd), free(c->fl), free(c->ots), free(c->sk);
     free(c->tx), free(c->tsh), free(c->dr), free(c->fi), free(c->pt);
     free(c->st), free(c->rho), free(c->zx), free(c->lm);
 }
@@ -140,7 +144,7 @@ static void form_consts(struct form *f)
     f->hsock = topo->host_memory_bytes_per_s / GB; /* per socket */
     f->NK = topo->n_sockets > 0 ? topo->n_sockets : 1;
     /* Which socket a slot's host step runs on is decided with the mapping. */
-    f->split_sockets = in->host_opt && in->mapped && f->NK > 1;
+    f->split_sockets = in->host_opt && (in->mapped || in->sock_free) && f->NK > 1;
     f->bigH = (sumGP / f->pcie + sumOT / (f->hsock > 0 ? f->hsock : 1)) * (1 + 1e-3);
     f->sumOT = sumOT;
     /* tail_any's bandwidth: the fastest GPU's, when every GPU has one and every run's host
@@ -177,6 +181,7 @@ static int cols_alloc(struct cols *c, const struct inst *in, int NK)
     c->oh = calloc((size_t)N, sizeof(int));
     c->ot = calloc((size_t)N, sizeof(int));
     c->ots = calloc((size_t)(N * NK), sizeof(int));
+    c->sk = calloc((size_t)(N * NK), sizeof(int));
     c->hp = calloc((size_t)G, sizeof(int));
     c->bnd = calloc((size_t)(N * G * G), sizeof(int));
     c->fl = calloc((size_t)(N * G * G), sizeof(int));
@@ -192,7 +197,7 @@ static int cols_alloc(struct cols *c, const struct inst *in, int NK)
         return -1;
     if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e ||
         !c->C || !c->ws ||
-        !c->ov || !c->oh || !c->ot || !c->ots || !c->hp || !c->bnd || !c->fl)
+        !c->ov || !c->oh || !c->ot || !c->ots || !c->sk || !c->hp || !c->bnd || !c->fl)
         return -1;
     return 0;
 }
@@ -257,6 +262,43 @@ int ilp_floor_on(const struct inst *in)
 }
 
 /* Columns, in the order the LP dump lists them. */
+/* sock_free: slot k's host step on socket q (sk_kq), as many slots to a socket as it has GPUs;
+ * where every socket has as many, the last slot's is socket 0 (the sockets are alike then). */
+static void form_socket_choice(struct form *f)
+{
+    struct model *m = f->m;
+    const struct inst *in = f->in;
+    struct cols *c = f->c;
+    const int N = in->N, NK = f->NK;
+    int cap[MPRESS_MAX_GPUS] = {0}, alike = 1;
+    char nm[64];
+    for (int g = 0; g < N; g++)
+        cap[plan_socket(f->topo, g)]++;
+    for (int q = 1; q < NK; q++)
+        alike = alike && cap[q] == cap[0];
+    for (int k = 0; k < N; k++)
+        for (int q = 0; q < NK; q++) {
+            ilp_name(nm, "sk_%d_%d", k, q, 0);
+            c->sk[IX2(k, q, NK)] = ilp_col_new(m, nm, GLP_BV, 0, 1, 0);
+            if (alike && k == N - 1)
+                glp_set_col_bnds(m->lp, c->sk[IX2(k, q, NK)], GLP_FX, q == 0, q == 0);
+        }
+    for (int k = 0; k < N; k++) {
+        ilp_row_begin(m);
+        for (int q = 0; q < NK; q++)
+            ilp_row_add(m, c->sk[IX2(k, q, NK)], 1);
+        ilp_name(nm, "socket_one_%d", k, 0, 0);
+        ilp_row_end(m, nm, GLP_FX, 1);
+    }
+    for (int q = 0; q < NK; q++) {
+        ilp_row_begin(m);
+        for (int k = 0; k < N; k++)
+            ilp_row_add(m, c->sk[IX2(k, q, NK)], 1);
+        ilp_name(nm, "socket_gpus_%d", q, 0, 0);
+        ilp_row_end(m, nm, GLP_FX, cap[q]);
+    }
+}
+
 static void form_columns(struct form *f)
 {
     struct model *m = f->m;
@@ -334,6 +376,8 @@ static void form_columns(struct form *f)
                 c->e[IX2(k, g, G)] = ilp_col_new(m, nm, GLP_CV, 0, -1, 0);
             }
     }
+    if (split_sockets && in->sock_free)
+        form_socket_choice(f);
     c->T = ilp_col_new(m, "T", GLP_CV, ilp_floor_on(in) ? ilp_cycle_floor(in) : 0, -1,
                        (double)(M - 1));
     c->TT = ilp_col_new(m, "TT", GLP_CV, 0, -1, 1.0);
@@ -529,9 +573,8 @@ static void form_slot_optimizer(struct form *f, int k)
 {
     struct model *m = f->m;
     const struct inst *in = f->in;
-    const struct mpress_topology *topo = f->topo;
     struct cols *c = f->c;
-    const int N = in->N, NR = in->NR, G = N;
+    const int NR = in->NR;
     char nm[64];
     const double sumOT = f->sumOT, bigO = f->bigO;
     const int NK = f->NK, split_sockets = f->split_sockets;
@@ -566,9 +609,7 @@ static void form_slot_optimizer(struct form *f, int k)
             ilp_row_begin(m);
             ilp_row_add(m, c->ots[IX2(k, q, NK)], 1);
             ilp_row_add(m, c->ot[k], -1);
-            for (int g = 0; g < G; g++)
-                if (plan_socket(topo, g) == q)
-                    add_x(m, in, c, k, g, -sumOT);
+            ilp_add_on_socket(f, k, q, -sumOT);
             ilp_name(nm, "opt_socket_%d_%d", k, q, 0);
             ilp_row_end(m, nm, GLP_LO, -sumOT);
         }

@@ -18,6 +18,8 @@ struct form {
     double hbm_any; /* GB/s of the tail rows without the mapping (0: none) */
     double pcie, hsock; /* GB/s: a GPU's PCIe link; one socket's memory for host steps */
     int NK, split_sockets;
+    /* The host chains being written hold on any socket (sock_free's rows of one step). */
+    int any_socket;
 };
 
 /* x_kg: a column, or a constant (fixed mapping: slot k on GPU k). */
@@ -33,6 +35,18 @@ static inline void add_x(struct model *m, const struct inst *in, const struct co
 static inline int x_possible(const struct inst *in, int k, int g)
 {
     return in->mapped || k == g;
+}
+
+/* coef x [slot k runs on socket q]: sk_kq (sock_free), else sum_(g on q) x_kg. */
+static inline void ilp_add_on_socket(const struct form *f, int k, int q, double coef)
+{
+    if (f->in->sock_free) {
+        ilp_row_add(f->m, f->c->sk[IX2(k, q, f->NK)], coef);
+        return;
+    }
+    for (int g = 0; g < f->in->N; g++)
+        if (plan_socket(f->topo, g) == q)
+            add_x(f->m, f->in, f->c, k, g, coef);
 }
 
 /* w_kr: blocks of run r in slots 0..k; the last slot completes every run. */

@@ -81,6 +81,10 @@ struct inst {
     /* ILP_BRANCH_HOST_FIRST: branch on the optimizer placement first however many slots there
      * are, without the cycle's floor (ilp_plan_run; ilp_host_first explains). */
     int branch;
+    /* ILP_SOCKET_FREE on a fixed mapping with host optimizers on several sockets: the MILP
+     * chooses each slot's socket (sk_kq), as many slots to a socket as it has GPUs. */
+    int sock_free;
+    int n_sockets, socket_of[MPRESS_MAX_GPUS]; /* sock_free: the server's sockets, each GPU's */
 };
 
 /* Whether the MILP decides the mapping on topo (not NVSwitch, several GPUs: inst.mapped), and
@@ -103,6 +107,7 @@ struct cols {
     int *x, *h, *R, *H, *D, *e, *C, *ws, *ov, *oh, *ot, *hp;
     int *bnd, *fl; /* [k][a][b] */
     int *ots;      /* [k][socket] */
+    int *sk;       /* [k][socket]: slot k's host step runs on the socket (sock_free) */
     int T, TT;
     int *tx, *tsh;    /* [k]: slot k holds one side of the tied matrix / both (continuous) */
     int *dr, *fi;     /* [k]: slot k's drain and fill seconds (the tail rows' slack) */
@@ -134,6 +139,9 @@ struct cols {
  * its nodes, branch and bound within 500 nodes of the node limit (a tenth of it past 5000),
  * and no local search after it. */
 #define ILP_FIRST_SHORT 16
+/* The relaxed server with the real one's sockets (plan_topology_relax_sockets): the MILP
+ * chooses each slot's socket (inst.sock_free; ilp_relax.c explains). */
+#define ILP_SOCKET_FREE 32
 int ilp_host_first(const struct inst *in);
 int ilp_floor_on(const struct inst *in);
 int ilp_lm_on(const struct inst *in);

@@ -68,6 +68,20 @@ int plan_topology_relax(const struct mpress_topology *t, struct mpress_topology 
     return 0;
 }
 
+int plan_topology_relax_sockets(const struct mpress_topology *t, struct mpress_topology *out)
+{
+    if (plan_topology_relax(t, out))
+        return -1;
+    /* A plan of t is the same plan here on the same GPUs: each pair is as fast as before, no
+     * link is shared, and each CPU queue takes the steps it took on t. */
+    out->n_sockets = t->n_sockets;
+    for (int g = 0; g < t->n_gpus; g++) {
+        out->gpus[g].socket = t->gpus[g].socket;
+        out->switches[g].socket = t->gpus[g].socket;
+    }
+    return 0;
+}
+
 void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,
                            struct mpress_assignment *out)
 {
@@ -93,13 +107,13 @@ void plan_assignment_unrelax(const struct mpress_assignment *rel,
                              const struct mpress_assignment *real, int n_gpus,
                              struct mpress_assignment *out)
 {
-    int back[MPRESS_MAX_GPUS], used[MPRESS_MAX_GPUS] = {0}, next = real->n_stages;
-    for (int k = 0; k < real->n_stages; k++) {
+    int back[MPRESS_MAX_GPUS], used[MPRESS_MAX_GPUS] = {0}, next = real ? real->n_stages : 0;
+    for (int k = 0; real && k < real->n_stages; k++) {
         back[k] = real->stages[k].gpu;
         used[real->stages[k].gpu] = 1;
     }
     for (int g = 0; g < n_gpus; g++)
-        if (!used[g])
+        if (!real || !used[g])
             back[next++] = g;
     out->n_stages = rel->n_stages;
     memcpy(out->stages, rel->stages, sizeof(out->stages));
@@ -131,7 +145,8 @@ static int mapping_search_follows(const struct mpress_topology *topo)
  * its plan counts: its bound is that of one mapping. */
 static void map_search(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_plan_options *o, const struct mpress_assignment *rel,
-                       struct mpress_assignment *plan, struct mpress_plan_solver *solver)
+                       int rel_same_gpus, struct mpress_assignment *plan,
+                       struct mpress_plan_solver *solver)
 {
     if (solver->gap <= o->mip_gap || !mapping_search_follows(topo))
         return;
@@ -142,7 +157,7 @@ static void map_search(const struct mpress_profile *p, const struct mpress_topol
     so.progress = NULL; /* its bound is not this server's */
     so.warm_start = plan;
     if (mpress_assignment_init(&guide, p, NULL) == 0) {
-        plan_assignment_unrelax(rel, plan, topo->n_gpus, &guide);
+        plan_assignment_unrelax(rel, rel_same_gpus ? NULL : plan, topo->n_gpus, &guide);
         if (ilp_plan_run(p, topo, &so, ILP_MAP_SEARCH, &guide, &got, &st, NULL) == 0) {
             if (st.nodes > 0)
                 solver->nodes += st.nodes;
@@ -197,8 +212,16 @@ int plan_second_search(const struct mpress_profile *p, const struct mpress_topol
     struct mpress_plan_options so = *o;
     so.dump_lp = NULL;
     const struct mpress_topology *on = topo;
-    int branch = 0;
-    if (plan_topology_relax(topo, &relaxed) == 0) {
+    int branch = 0, sockets = mapping_search_follows(topo) &&
+                              (o->node_limit <= 0 || o->node_limit > PLAN_SOCKET_BOUND_NODES);
+    if (sockets && plan_topology_relax_sockets(topo, &relaxed) == 0) {
+        /* the plan as it is: the relaxed server keeps its GPUs' sockets */
+        so.warm_start = plan;
+        so.progress = NULL;
+        on = &relaxed;
+        branch = ILP_BOUND_ONLY | ILP_SOCKET_FREE;
+    } else if (plan_topology_relax(topo, &relaxed) == 0) {
+        sockets = 0;
         if (mpress_assignment_init(&warm, p, err))
             return MPRESS_ESYSTEM;
         plan_assignment_relax(plan, topo->n_gpus, &warm);
@@ -232,7 +255,7 @@ int plan_second_search(const struct mpress_profile *p, const struct mpress_topol
             snprintf(solver->status, sizeof(solver->status), "gap_reached");
     }
     if (rc == 0 && on != topo)
-        map_search(p, topo, o, &got, plan, solver);
+        map_search(p, topo, o, &got, sockets, plan, solver);
     mpress_assignment_finish(&got);
     return 0;
 }

@@ -104,6 +104,13 @@ static unsigned char *partition_columns(const struct inst *in, const struct cols
             if (c->h[k] > 0)
                 first[c->h[k]] = 1;
     }
+    if (in->sock_free) {
+        for (int j = 1; j <= n_cols; j++)
+            first[j] += first[j] ? 1 : 0;
+        for (int k = 0; k < in->N * in->n_sockets; k++)
+            if (c->sk[k] > 0)
+                first[c->sk[k]] = 1;
+    }
     if (ilp_lm_on(in)) {
         for (int j = 1; j <= n_cols; j++)
             first[j] += first[j] ? 1 : 0;
@@ -284,6 +291,35 @@ static int stripe_d2d(const struct mpress_profile *p, const struct mpress_topolo
     return 0;
 }
 
+/* sock_free: the plan, whose slot k ran on GPU k, moved so that slot k runs on a GPU of the
+ * socket sk_k chose (the lowest one left, slot by slot): on the relaxed server, whose GPUs
+ * differ only by socket, the same plan (ilp_relax.c). Peers move with their GPUs. */
+static void place_on_sockets(const struct inst *in, const struct cols *c, const double *x,
+                             struct mpress_assignment *a)
+{
+    int to[MPRESS_MAX_GPUS];
+    unsigned used = 0;
+    for (int k = 0; k < in->N; k++) {
+        int q = 0;
+        for (int r = 1; r < in->n_sockets; r++)
+            if (VAL(c->sk[IX2(k, r, in->n_sockets)]) > VAL(c->sk[IX2(k, q, in->n_sockets)]))
+                q = r;
+        int g = 0;
+        while (g < in->N && ((used & (1u << g)) || in->socket_of[g] != q))
+            g++;
+        if (g == in->N) /* not a plan's sockets: keep what is left, in order */
+            for (g = 0; used & (1u << g); g++)
+                ;
+        to[k] = g;
+        used |= 1u << g;
+    }
+    for (int s = 0; s < a->n_stages; s++)
+        a->stages[s].gpu = to[a->stages[s].gpu];
+    for (int j = 0; j < a->n_actions; j++)
+        for (int i = 0; i < a->actions[j].n_peers; i++)
+            a->actions[j].peers[i] = to[a->actions[j].peers[i]];
+}
+
 /* Maps the MILP solution back to an assignment. */
 static int extract(const struct mpress_profile *p, const struct mpress_topology *topo,
                    const struct inst *in, const struct cols *c, const double *x,
@@ -324,6 +360,8 @@ static int extract(const struct mpress_profile *p, const struct mpress_topology 
         S++;
     }
     a->n_stages = S;
+    if (in->sock_free)
+        place_on_sockets(in, c, x, a);
     return 0;
 }
 #undef VAL
@@ -926,6 +964,11 @@ int ilp_plan_run(const struct mpress_profile *p, const struct mpress_topology *t
     if (rc)
         return rc;
     in.branch = branch;
+    /* The relaxed server with its real sockets (ilp_relax.c): the MILP chooses the sockets. */
+    in.n_sockets = topo->n_sockets > 0 ? topo->n_sockets : 1;
+    in.sock_free = (branch & ILP_SOCKET_FREE) && !in.mapped && in.host_opt && in.n_sockets > 1;
+    for (int g = 0; g < topo->n_gpus; g++)
+        in.socket_of[g] = plan_socket(topo, g);
     rc = mpress_assignment_init(out, p, err);
     if (rc) {
         ilp_inst_free(&in);

@@ -228,7 +228,7 @@ static int on_socket(const struct form *f, int k, int q)
 static void add_touch(struct form *f, int i, int q, double coef)
 {
     const struct cols *c = f->c;
-    if (f->split_sockets)
+    if (f->split_sockets && !f->any_socket)
         ilp_row_add(f->m, c->ots[IX2(i, q, f->NK)], -coef / f->hsock);
     else
         ilp_row_add(f->m, c->ot[i], -coef / f->hsock);
@@ -284,10 +284,8 @@ static void chain_end(struct form *f, int k, int q, int j, int cond, int after_e
             continue;
         ilp_row_add(m, c->h[slots[s]], -bigH);
         lo -= bigH;
-        if (f->split_sockets) {
-            for (int g = 0; g < in->N; g++)
-                if (plan_socket(f->topo, g) == q)
-                    add_x(m, in, c, slots[s], g, -bigH);
+        if (f->split_sockets && !f->any_socket) {
+            ilp_add_on_socket(f, slots[s], q, -bigH);
             lo -= bigH;
         }
     }
@@ -299,6 +297,33 @@ static void chain_end(struct form *f, int k, int q, int j, int cond, int after_e
     }
     ilp_name(nm, fmt, a, b, q);
     ilp_row_end(m, nm, GLP_LO, lo);
+}
+
+/* sock_free: the chains of one step alone (each step's own queue time), on whichever socket it
+ * runs, as the fixed mapping writes them for a slot alone on its socket: with the sockets
+ * fractional in the relaxation, the socket rows' big-M terms leave these out. */
+static void host_tail_one_step(struct form *f)
+{
+    const struct inst *in = f->in;
+    const struct cols *c = f->c;
+    const int N = in->N, split = c->XE != 0;
+    f->any_socket = 1;
+    for (int k = N - 1; k >= 0; k--) {
+        chain_begin(f, k, 0);
+        add_touch(f, k, 0, 1);
+        chain_end(f, k, 0, k, 0, 0, "tail_host1_%d_%d_%d", k, k);
+    }
+    if (split) {
+        chain_begin(f, N - 1, 1);
+        add_touch(f, N - 1, 0, 1);
+        chain_end(f, N - 1, 0, -1, -c->tx[N - 1], 1, "tail_host1_cc_%d_%d_%d", N - 1, 0);
+        for (int mm = 0; mm + 1 < N; mm++) {
+            chain_begin(f, mm, 1);
+            add_touch(f, mm, 0, 1);
+            chain_end(f, mm, 0, -1, -c->tx[mm], 1, "tail_host1_oo_%d_%d_%d", mm, 0);
+        }
+    }
+    f->any_socket = 0;
 }
 
 void ilp_form_host_tail(struct form *f)
@@ -328,6 +353,8 @@ void ilp_form_host_tail(struct form *f)
             ilp_name(nm, "prefix_touch_%d_%d", k, q, 0);
             ilp_row_end(m, nm, GLP_FX, 0);
         }
+    if (in->host_opt && in->sock_free && f->split_sockets)
+        host_tail_one_step(f);
     for (int q = 0; in->host_opt && q < NK; q++) {
         const int split = c->XE != 0;
         /* A: j >= k, both the stages' own (a step from the copy's slot starts no chain to a

@@ -59,6 +59,23 @@ static double *layout_of(glp_prob *cp, const struct inst *in, const struct cols 
     return v;
 }
 
+/* sock_free: sk_kq = 1 for slot k's GPU's socket q, the sockets renamed so that the last
+ * slot's is 0 where the MILP fixes it so (ilp_form.c, form_socket_choice). */
+static void fix_sockets(glp_prob *cp, const struct inst *in, const struct cols *c,
+                        const int *slot_gpu)
+{
+    const int N = in->N, NK = in->n_sockets;
+    const int last = in->socket_of[slot_gpu[N - 1]];
+    const int renamed = glp_get_col_type(cp, c->sk[IX2(N - 1, 0, NK)]) == GLP_FX;
+    for (int k = 0; k < N; k++) {
+        int q = in->socket_of[slot_gpu[k]];
+        if (renamed) /* 0 and the last slot's socket exchanged */
+            q = q == last ? 0 : q == 0 ? last : q;
+        for (int r = 0; r < NK; r++)
+            glp_set_col_bnds(cp, c->sk[IX2(k, r, NK)], GLP_FX, r == q, r == q);
+    }
+}
+
 /* The MILP solution closest to assignment a: its integer decisions (stages on the last slots,
  * mapped by the automorphism that satisfies the symmetry cut, action counts, optimizer
  * placement) fixed, the continuous ones (D2D split, loads) from an LP. NULL when a does not
@@ -87,7 +104,9 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
             g++;
         slot_gpu[k] = g++;
     }
-    if (!in->mapped) {
+    if (in->sock_free) {
+        /* the slots keep their GPUs' sockets; the MILP's GPU k is slot k's */
+    } else if (!in->mapped) {
         for (int k = 0; k < N; k++)
             if (slot_gpu[k] != k)
                 return NULL;
@@ -147,6 +166,8 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
         for (int k = 0; k < N; k++)
             for (int g = 0; g < N; g++)
                 FIX(c->x[IX2(k, g, N)], slot_gpu[k] == g ? 1.0 : 0.0);
+    if (in->sock_free)
+        fix_sockets(cp, in, c, slot_gpu);
     if (layout)
         *layout = layout_of(cp, in, c);
     for (int k = 0; k < N; k++) {

@@ -98,6 +98,14 @@ double plan_host_bw(const struct mpress_topology *t);
  * server's best GPU links together, each GPU on its own PCIe switch and socket. -1 (out
  * untouched) where it does not apply: NVSwitch already, one GPU, or GPUs that differ. */
 int plan_topology_relax(const struct mpress_topology *t, struct mpress_topology *out);
+/* The same with each GPU on its real socket (and the real number of sockets): relaxes t with
+ * every plan's GPUs kept, and the MILP on it, told to choose each slot's socket
+ * (ILP_SOCKET_FREE), bounds t's plans with their CPU queues shared as on t. */
+int plan_topology_relax_sockets(const struct mpress_topology *t, struct mpress_topology *out);
+/* The node limit above which plan_second_search bounds on plan_topology_relax_sockets's server
+ * instead of plan_topology_relax's (0, no limit, too): its tree is larger, and it certifies
+ * where the mapping-free bound cannot (docs/benchmarks.md, "The socket-aware bound"). */
+#define PLAN_SOCKET_BOUND_NODES 5000
 /* a with stage k moved to GPU k and D2D peers renamed alike (out initialised for a's
  * profile): the same plan on the relaxed server. */
 void plan_assignment_relax(const struct mpress_assignment *a, int n_gpus,

@@ -16,7 +16,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "../../lib/plan/plan_internal.h"
+#include "../../lib/plan/ilp_internal.h"
 #include "tiny.h"
 
 #define MAXT 4
@@ -34,6 +34,10 @@ struct brute {
     const struct mpress_topology *rt;
     struct mpress_assignment ra;
     long relaxed;
+    /* The same with the real sockets (plan_topology_relax_sockets), NULL elsewhere: every
+     * assignment that fits is checked to fit there too on the same GPUs, never slower. */
+    const struct mpress_topology *rts;
+    long relaxed_sockets;
     /* NVSwitch with two sockets: the MILP fixes the mapping (slot k on GPU k, the empty slots
      * first: stage s of S on GPU N - S + s), which GPUs on different sockets make a choice;
      * best is over that mapping, best_any over all (how much the choice costs is counted). */
@@ -293,6 +297,18 @@ static void consider(struct brute *b)
                       fits_margin(&evr), evr.iteration_s, ev.iteration_s);
         }
     }
+    if (b->rts) {
+        struct mpress_plan_eval ev, evs;
+        if (mpress_plan_evaluate(b->p, b->t, b->sched, b->M, &b->a, &ev, NULL) == 0 &&
+            fits_margin(&ev)) {
+            b->relaxed_sockets++;
+            CHECK_INT(mpress_plan_evaluate(b->p, b->rts, b->sched, b->M, &b->a, &evs, NULL), 0);
+            CHECK_MSG(fits_margin(&evs) &&
+                          evs.iteration_s <= ev.iteration_s * (1 + 1e-9) + 1e-12,
+                      "relaxed server with sockets: fits %d, %.9g s against %.9g s on the real "
+                      "one", fits_margin(&evs), evs.iteration_s, ev.iteration_s);
+        }
+    }
     b->best_any = fmin(b->best_any, v);
     for (int s = 0; b->fixed_map && s < b->a.n_stages; s++)
         if (b->a.stages[s].gpu != b->t->n_gpus - b->a.n_stages + s)
@@ -480,7 +496,8 @@ int main(void)
     int warm_started = 0;
     int with_tied_split = 0, with_tied_host = 0, relaxed_bounds = 0, relaxed_below = 0;
     int two_socket_fixed = 0, two_socket_costs = 0, split_queue = 0;
-    long relaxed_checked = 0;
+    int sock_checked = 0, sock_below = 0, sock_above = 0;
+    long relaxed_checked = 0, sock_assignments = 0;
     for (int inst = 0; inst < instances; inst++) {
         struct mpress_profile p;
         struct mpress_topology t;
@@ -505,14 +522,17 @@ int main(void)
         struct brute b = {.p = &p, .t = &t, .sched = sched, .M = M, .best = INFINITY,
                           .best_any = INFINITY,
                           .fixed_map = t.fabric == MPRESS_FABRIC_NVSWITCH && t.n_sockets > 1};
-        struct mpress_topology rt;
+        struct mpress_topology rt, rts;
         if (plan_topology_relax(&t, &rt) == 0)
             b.rt = &rt;
+        if (t.n_sockets > 1 && plan_topology_relax_sockets(&t, &rts) == 0)
+            b.rts = &rts;
         mpress_assignment_init(&b.a, &p, NULL);
         mpress_assignment_init(&b.best_a, &p, NULL);
         mpress_assignment_init(&b.ra, &p, NULL);
         enum_partitions(&b);
         relaxed_checked += b.relaxed;
+        sock_assignments += b.relaxed_sockets;
 
         struct mpress_plan_options o;
         mpress_plan_options_init(&o);
@@ -599,8 +619,10 @@ int main(void)
                 mpress_assignment_finish(&ga);
             }
             /* The relaxed server's MILP bounds the real server's optimum from below. */
+            double mapfree = -1;
             if (b.rt) {
                 CHECK_INT(mpress_plan_ilp(&p, b.rt, &o, &ia, &st, &err), 0);
+                mapfree = st.objective;
                 CHECK_MSG(st.bound <= b.best * (1 + 1e-6) + 1e-9 &&
                               st.objective <= b.best * (1 + 1e-6) + 1e-9,
                           "instance %d: relaxed bound %.9g, objective %.9g, enumeration %.9g",
@@ -608,6 +630,42 @@ int main(void)
                 relaxed_bounds++;
                 relaxed_below += st.objective < b.best * (1 - 1e-6);
                 mpress_assignment_finish(&ia);
+            }
+            /* With the real sockets kept, the MILP that chooses each slot's socket
+             * (ILP_SOCKET_FREE) equals the enumeration over every mapping on that server, and
+             * lies between the mapping-free optimum and the real server's. */
+            if (b.rts) {
+                struct brute bs = {.p = &p, .t = &rts, .sched = sched, .M = M, .best = INFINITY,
+                                   .best_any = INFINITY};
+                mpress_assignment_init(&bs.a, &p, NULL);
+                mpress_assignment_init(&bs.best_a, &p, NULL);
+                enum_partitions(&bs);
+                CHECK_MSG(bs.best <= b.best * (1 + 1e-9),
+                          "instance %d: sockets relaxed %.9g above the real optimum %.9g", inst,
+                          bs.best, b.best);
+                rc = ilp_plan_run(&p, &rts, &o, ILP_SOCKET_FREE, NULL, &ia, &st, &err);
+                CHECK_MSG(rc == 0, "instance %d: the socket-choosing MILP failed: %d %s", inst,
+                          rc, err.text);
+                if (rc == 0) {
+                    CHECK_MSG(fabs(st.objective - bs.best) <= 1e-6 * bs.best + 1e-9,
+                              "instance %d: socket-choosing MILP %.9g, enumeration %.9g", inst,
+                              st.objective, bs.best);
+                    struct mpress_plan_eval ev;
+                    CHECK_INT(mpress_plan_evaluate(&p, &rts, sched, M, &ia, &ev, &err), 0);
+                    CHECK_MSG(ev.fits && fabs(ev.iteration_s - st.objective) <=
+                                             1e-6 * st.objective,
+                              "instance %d: socket-choosing plan evaluated %.9g (fits %d), "
+                              "MILP %.9g", inst, ev.iteration_s, ev.fits, st.objective);
+                    CHECK_MSG(mapfree < 0 || mapfree <= st.objective * (1 + 1e-6) + 1e-9,
+                              "instance %d: mapping-free %.9g above the socket bound %.9g",
+                              inst, mapfree, st.objective);
+                    sock_checked++;
+                    sock_below += bs.best < b.best * (1 - 1e-6);
+                    sock_above += mapfree >= 0 && mapfree < st.objective * (1 - 1e-6);
+                    mpress_assignment_finish(&ia);
+                }
+                mpress_assignment_finish(&bs.a);
+                mpress_assignment_finish(&bs.best_a);
             }
             if (b.fixed_map) {
                 split_queue += socket_split_ && tied && b.best_a.n_stages == 3 &&
@@ -644,6 +702,12 @@ int main(void)
             "is faster on %d; %d optima with a tied owner's and the next slot's host steps on "
             "one socket, the copy's on the other\n",
             two_socket_fixed, two_socket_costs, split_queue);
+    fprintf(stderr,
+            "relaxed server with its sockets: %ld assignments that fit checked, %d optima of "
+            "the socket-choosing MILP against enumeration, %d below the real server's, %d above "
+            "the mapping-free one's\n",
+            sock_assignments, sock_checked, sock_below, sock_above);
+    CHECK(sock_assignments > 1000 && sock_checked >= 20 && sock_below >= 1 && sock_above >= 1);
     CHECK(two_socket_fixed >= 10);
     CHECK(split_queue >= 5);
     CHECK(feasible >= 200);
