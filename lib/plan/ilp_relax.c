@@ -191,6 +191,23 @@ int plan_first_search(const struct mpress_profile *p, const struct mpress_topolo
                         out, stats, err);
 }
 
+/* The user's progress callback during a bound-only search on a relaxed server, whose
+ * incumbents are not plans of the real one: the real plan's time as the incumbent and the
+ * higher of the two bounds (each a bound on the real server's plans). */
+struct bound_progress {
+    const struct mpress_plan_options *o;
+    double objective, bound;
+};
+
+static void on_bound_progress(void *ctx, double incumbent, double bound, double gap)
+{
+    const struct bound_progress *bp = ctx;
+    (void)incumbent, (void)gap;
+    double b = fmin(fmax(bp->bound, bound), bp->objective);
+    bp->o->progress(bp->o->progress_ctx, bp->objective, b,
+                    bp->objective > 0 ? (bp->objective - b) / bp->objective : 0);
+}
+
 /* Two searches that help where the first stopped at its node limit above the gap:
  * - On a direct fabric (the MILP decides the mapping) the bound is the weak side; the MILP of
  *   the mapping-free relaxation (above), started from the plan moved onto it, bounds
@@ -212,12 +229,12 @@ int plan_second_search(const struct mpress_profile *p, const struct mpress_topol
     struct mpress_plan_options so = *o;
     so.dump_lp = NULL;
     const struct mpress_topology *on = topo;
+    struct bound_progress bp = {.o = o, .objective = solver->objective, .bound = solver->bound};
     int branch = 0, sockets = mapping_search_follows(topo) &&
                               (o->node_limit <= 0 || o->node_limit > PLAN_SOCKET_BOUND_NODES);
     if (sockets && plan_topology_relax_sockets(topo, &relaxed) == 0) {
         /* the plan as it is: the relaxed server keeps its GPUs' sockets */
         so.warm_start = plan;
-        so.progress = NULL;
         on = &relaxed;
         branch = ILP_BOUND_ONLY | ILP_SOCKET_FREE;
     } else if (plan_topology_relax(topo, &relaxed) == 0) {
@@ -226,13 +243,16 @@ int plan_second_search(const struct mpress_profile *p, const struct mpress_topol
             return MPRESS_ESYSTEM;
         plan_assignment_relax(plan, topo->n_gpus, &warm);
         so.warm_start = &warm;
-        so.progress = NULL; /* its incumbents are not plans of this server */
         on = &relaxed;
         branch = ILP_BOUND_ONLY;
     } else if (!ilp_mapped(topo) && ilp_host_opt(topo) && topo->n_gpus > ILP_HOST_FIRST_MAX) {
         branch = ILP_BRANCH_HOST_FIRST;
     } else {
         return 0;
+    }
+    if (on != topo && o->progress) {
+        so.progress = on_bound_progress;
+        so.progress_ctx = &bp;
     }
     struct mpress_plan_solver st;
     /* A failure here leaves the first answer as it was. */

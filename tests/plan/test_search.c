@@ -50,6 +50,25 @@ static void check_bound(const struct mpress_plan_solver *sv, double s, double le
     CHECK_MSG(fabs(sv->gap - (s - sv->bound) / s) <= 1e-9, "gap %.6f", sv->gap);
 }
 
+/* What the progress callback was told: calls, the last bound, the least incumbent, and
+ * whether a bound ever passed its incumbent. */
+struct seen {
+    int calls, bound_above;
+    double last_bound, least_incumbent;
+};
+
+static void on_progress(void *ctx, double incumbent, double bound, double gap)
+{
+    struct seen *s = ctx;
+    (void)gap;
+    s->calls++;
+    s->last_bound = bound;
+    if (incumbent >= 0) {
+        s->least_incumbent = fmin(s->least_incumbent, incumbent);
+        s->bound_above += bound > incumbent * (1 + 1e-9);
+    }
+}
+
 /* gpt3-13b on dgx1 with a node limit of 1000: the search finds a plan at least 14 % faster than
  * the greedy baseline (8.8472 s); CBC, 300 s on the dumped MILP, stopped at 9.2992 s
  * (scripts/bench-cbc --seconds 300 --cases "gpt3-13b dgx1"). Before the mapping search started
@@ -76,7 +95,21 @@ static void dgx1_beats_greedy(void)
     mpress_assignment_finish(&g);
     struct mpress_plan a, b;
     double ta = plan_fits(&p, &t, &o, &a, "gpt3-13b dgx1");
+    /* Again with progress reported: the mapping-free search reports this server's plan and
+     * the higher bound, never an incumbent of the relaxed server's (before, it reported
+     * nothing, and in this run no search did). */
+    struct seen seen = {.least_incumbent = INFINITY};
+    o.progress = on_progress;
+    o.progress_ctx = &seen;
     double tb = plan_fits(&p, &t, &o, &b, "gpt3-13b dgx1, again");
+    o.progress = NULL;
+    CHECK_MSG(seen.calls > 0 && seen.bound_above == 0, "progress: %d calls, %d bounds above",
+              seen.calls, seen.bound_above);
+    CHECK_MSG(tb > 0 && seen.least_incumbent >= tb * (1 - 1e-9),
+              "progress: incumbent %.4f s below the plan's %.4f s", seen.least_incumbent, tb);
+    CHECK_MSG(tb > 0 && seen.last_bound >= 7.30 && seen.last_bound <= b.solver.bound + 1e-9,
+              "progress: last bound %.4f s, the answer's %.4f s", seen.last_bound,
+              b.solver.bound);
     CHECK_MSG(ta > 0 && ta <= 0.86 * greedy, "%.4f s against greedy %.4f s", ta, greedy);
     CHECK_MSG(ta == tb, "deterministic: %.9f vs %.9f", ta, tb);
     /* The bound of the mapping-free relaxation (ilp_relax.c): branch and bound alone, with the
