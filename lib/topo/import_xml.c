@@ -346,18 +346,23 @@ static int parse_int_attr(struct nccl *c, const struct xnode *x, const char *nam
     return 0;
 }
 
-/* link_speed "8 GT/s", "16.0 GT/s PCIe" and link_width "16" to bytes/s; 0 when absent. */
-static double pci_rate(const struct xnode *x)
+/* link_speed "8 GT/s", "16.0 GT/s PCIe" and link_width "16" to bytes/s in *out; 0 when absent
+ * or of a speed the table does not know, and link_width "0" (unknown). A width that is not a
+ * PCIe link's (an integer up to 32) is an error, not a rate. */
+static int pci_rate(struct nccl *c, const struct xnode *x, double *out)
 {
+    *out = 0;
     const char *sp = attr(x, "link_speed"), *wd = attr(x, "link_width");
     if (!sp || !wd)
         return 0;
+    long w;
+    if (parse_int_attr(c, x, "link_width", 10, 0, 32, &w))
+        return MPRESS_EINPUT;
     char *end;
     double gts = strtod(sp, &end);
-    long w = strtol(wd, NULL, 10);
-    if (end == sp)
-        return 0;
-    return topo_pcie_bytes_per_s(gts, (int)w);
+    if (end != sp && w > 0)
+        *out = topo_pcie_bytes_per_s(gts, (int)w);
+    return 0;
 }
 
 static int is_bridge(const struct xnode *x)
@@ -515,9 +520,11 @@ int topo_parse_nccl_xml(const char *file, const char *text, struct topo_raw *raw
         for (int j = 0; j < i; j++)
             if (b && c->uplink_bridge[j] == b)
                 raw->switch_of[i] = raw->switch_of[j];
-        raw->uplink_of[i] = pci_rate(b ? b : c->gpu_pci[i]);
+        if ((rc = pci_rate(c, b ? b : c->gpu_pci[i], &raw->uplink_of[i])) != 0)
+            goto done;
     }
-    raw->pcie_bytes_per_s = pci_rate(c->gpu_pci[0]);
+    if ((rc = pci_rate(c, c->gpu_pci[0], &raw->pcie_bytes_per_s)) != 0)
+        goto done;
 
     /* The GPU model from the PCI device id. */
     const char *devid = attr(c->gpu_pci[0], "device");

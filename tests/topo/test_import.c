@@ -259,6 +259,10 @@ static void test_bad(void)
     bad("bad-nodev.nccl.xml", 4, 7, "<gpu> has no 'dev' attribute");
     bad("bad-asym.nccl.xml", 9, 7, "GPU 1 lists 1 NVLinks to GPU 0, which lists 2 back");
     bad("bad-attr.nccl.xml", 5, 45, "expected a quoted attribute value");
+    /* A width no PCIe link has once gave a switch an uplink of 1.3e17 B/s, which the saved
+     * topology then refused to load (found by fuzz_topo_xml). */
+    bad("bad-width.nccl.xml", 3, 5, "attribute link_width=\"16888888888888888888\": expected an "
+        "integer in [0, 32]");
 
     struct mpress_topology t;
     struct mpress_error err;
