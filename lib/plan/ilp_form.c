@@ -261,7 +261,6 @@ int ilp_floor_on(const struct inst *in)
     return !in->mapped && in->host_opt && !ilp_host_first(in);
 }
 
-/* Columns, in the order the LP dump lists them. */
 /* sock_free: slot k's host step on socket q (sk_kq), as many slots to a socket as it has GPUs;
  * where every socket has as many, the last slot's is socket 0 (the sockets are alike then). */
 static void form_socket_choice(struct form *f)
@@ -299,6 +298,7 @@ static void form_socket_choice(struct form *f)
     }
 }
 
+/* Columns, in the order the LP dump lists them. */
 static void form_columns(struct form *f)
 {
     struct model *m = f->m;

@@ -1,7 +1,8 @@
 /* What the files of the planner's MILP share (lib/plan/ilp_*.c): the LP builder (ilp_lp.c),
  * the instance the MILP sees (ilp_instance.c), the formulation (ilp_form.c, which states it as
  * mathematics), the symmetry cut (ilp_sym.c), the warm start (ilp_warm.c) and the solve with
- * the mapping of its solution back to a plan (ilp_solve.c). Private to lib/plan. */
+ * the mapping of its solution back to a plan (ilp_solve.c, ilp_extract.c). Private to
+ * lib/plan. */
 #ifndef MPRESS_PLAN_ILP_INTERNAL_H
 #define MPRESS_PLAN_ILP_INTERNAL_H
 
@@ -249,6 +250,14 @@ double *ilp_map_start(glp_prob *lp, const struct inst *in, const struct cols *c,
                       long nodes, long *used);
 /* Fixes every mapping column of lp to the permutation map (slot k on GPU map[k]). */
 void ilp_fix_map(glp_prob *lp, const struct inst *in, const struct cols *c, const int *map);
+
+/* ---- solution to assignment (ilp_extract.c) ------------------------------------------ */
+
+/* The solution x (1-based column values) of in's MILP as an assignment in a (initialised for
+ * p); -1 when it does not map back (memory, or D2D bytes that do not fit their peers). */
+int ilp_extract(const struct mpress_profile *p, const struct mpress_topology *topo,
+                const struct inst *in, const struct cols *c, const double *x,
+                struct mpress_assignment *a);
 
 /* mpress_plan_ilp with the branching rule `branch` (flags ILP_*); guide: the assignment whose
  * partition ILP_MAP_SEARCH searches on (else NULL). ilp_solve.c; the second searches

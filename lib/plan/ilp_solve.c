@@ -1,6 +1,6 @@
 /* Solving the planner's MILP with GLPK: the relaxation, branch and bound from the warm start
- * within the node and gap limits, the status, bound and gap of the answer, and its solution
- * mapped back to an assignment. */
+ * within the node and gap limits, and the status, bound and gap of the answer (ilp_extract.c
+ * maps its solution back to an assignment). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -154,217 +154,6 @@ static void ilp_callback(glp_tree *tree, void *info)
         glp_ios_terminate(tree);
     }
 }
-
-/* ---- solution to assignment ---------------------------------------------------------- */
-
-#define VAL(col) ((col) ? x[(col)] : 0.0)
-
-/* Slot k's actions per class, in profile order: recompute, host swap, then D2D. Returns the
- * bytes the stage sends by D2D, or -1 when memory runs out. */
-static int64_t extract_actions(const struct mpress_profile *p, const struct inst *in,
-                               const struct cols *c, const double *x, int k, int j0,
-                               const struct mpress_plan_stage *st, struct mpress_assignment *a)
-{
-    const int C = in->C;
-    long left[3 * 4096];
-    long *rl = C <= 4096 ? left : malloc(sizeof(long) * 3 * (size_t)C);
-    if (!rl)
-        return -1;
-    for (int cl = 0; cl < C; cl++) {
-        rl[3 * cl] = lround(VAL(c->R[IX2(k, cl, C)]));
-        rl[3 * cl + 1] = lround(VAL(c->H[IX2(k, cl, C)]));
-        rl[3 * cl + 2] = in->d2d ? lround(VAL(c->D[IX2(k, cl, C)])) : 0;
-    }
-    int64_t dsum = 0;
-    int j = j0;
-    for (int i = st->first_op; i <= st->last_op; i++)
-        for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
-            int cl = in->tcls[j];
-            struct mpress_plan_action *ac = &a->actions[j];
-            enum mpress_action kind = MPRESS_ACTION_KEEP;
-            for (int q = 0; q < 3; q++)
-                if (rl[3 * cl + q] > 0) {
-                    rl[3 * cl + q]--;
-                    kind = (enum mpress_action)(q + 1);
-                    break;
-                }
-            ac->action = kind;
-            ac->n_peers = 0;
-            ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : i;
-            ac->prefetch_before_op = plan_prefetch_point(kind, i, st->last_op);
-            if (kind == MPRESS_ACTION_D2D_SWAP)
-                dsum += (int64_t)p->ops[i].tensors[t].bytes;
-        }
-    if (rl != left)
-        free(rl);
-    return dsum;
-}
-
-/* D2D byte targets per peer of slot k, integer, summing to dsum. */
-static int extract_targets(const struct mpress_topology *topo, const struct inst *in,
-                           const struct cols *c, const double *x, int k, int gpu, int64_t dsum,
-                           int64_t *target)
-{
-    const int G = in->N;
-    int64_t tsum = 0;
-    int best = -1;
-    for (int g = 0; g < G; g++) {
-        if (!c->e[IX2(k, g, G)] || plan_nvlink_bw(topo, gpu, g) <= 0)
-            continue;
-        target[g] = llround(VAL(c->e[IX2(k, g, G)]) * GB);
-        if (target[g] < 0)
-            target[g] = 0;
-        tsum += target[g];
-        if (best < 0 || target[g] > target[best])
-            best = g;
-    }
-    if (dsum > 0) {
-        if (best < 0)
-            return -1;
-        target[best] += dsum - tsum;
-        if (target[best] < 0) /* rounding went the wrong way: move the excess */
-            for (int g = 0; g < G && target[best] < 0; g++)
-                if (g != best && target[g] > 0) {
-                    int64_t mv = target[g] < -target[best] ? target[g] : -target[best];
-                    target[g] -= mv;
-                    target[best] += mv;
-                }
-    }
-    return 0;
-}
-
-/* Every D2D tensor is striped over the peers in proportion to their targets, so that each
- * NVLink carries its share of every eviction as the forward produces it (a peer fed only the
- * last layers' tensors would still be copying when the backward starts). Floors first, then
- * the leftover bytes to peers with room: the shares of each tensor sum to its bytes and each
- * peer's total to its target. */
-static int stripe_d2d(const struct mpress_profile *p, const struct mpress_topology *topo, int G,
-                      const struct mpress_plan_stage *st, int j0, int64_t dsum,
-                      int64_t *target, struct mpress_assignment *a)
-{
-    int64_t rest = dsum;
-    for (int j = j0; j < a->n_actions && a->actions[j].op <= st->last_op; j++) {
-        struct mpress_plan_action *ac = &a->actions[j];
-        if (ac->action != MPRESS_ACTION_D2D_SWAP)
-            continue;
-        int64_t need = (int64_t)p->ops[ac->op].tensors[ac->tensor].bytes, take[MPRESS_MAX_GPUS];
-        int64_t left_b = need;
-        for (int g = 0; g < G; g++) {
-            take[g] = 0;
-            if (target[g] <= 0 || rest <= 0)
-                continue;
-            take[g] = (int64_t)floor((double)need * (double)target[g] / (double)rest);
-            if (take[g] > target[g])
-                take[g] = target[g];
-            if (take[g] > left_b)
-                take[g] = left_b;
-            left_b -= take[g];
-        }
-        for (int g = 0; g < G && left_b > 0; g++) {
-            int64_t room = target[g] - take[g];
-            int64_t mv = room < left_b ? room : left_b;
-            if (mv > 0) {
-                take[g] += mv;
-                left_b -= mv;
-            }
-        }
-        if (left_b > 0)
-            return -1;
-        for (int g = 0; g < G; g++)
-            if (take[g] > 0) {
-                ac->peers[ac->n_peers] = g;
-                ac->peer_bytes[ac->n_peers] = (uint64_t)take[g];
-                ac->n_peers++;
-                target[g] -= take[g];
-            }
-        rest -= need;
-        if (ac->n_peers == 0) { /* a zero-byte tensor: any peer */
-            for (int g = 0; g < G; g++)
-                if (plan_nvlink_bw(topo, st->gpu, g) > 0) {
-                    ac->peers[0] = g;
-                    ac->peer_bytes[0] = 0;
-                    ac->n_peers = 1;
-                    break;
-                }
-        }
-    }
-    return 0;
-}
-
-/* sock_free: the plan, whose slot k ran on GPU k, moved so that slot k runs on a GPU of the
- * socket sk_k chose (the lowest one left, slot by slot): on the relaxed server, whose GPUs
- * differ only by socket, the same plan (ilp_relax.c). Peers move with their GPUs. */
-static void place_on_sockets(const struct inst *in, const struct cols *c, const double *x,
-                             struct mpress_assignment *a)
-{
-    int to[MPRESS_MAX_GPUS];
-    unsigned used = 0;
-    for (int k = 0; k < in->N; k++) {
-        int q = 0;
-        for (int r = 1; r < in->n_sockets; r++)
-            if (VAL(c->sk[IX2(k, r, in->n_sockets)]) > VAL(c->sk[IX2(k, q, in->n_sockets)]))
-                q = r;
-        int g = 0;
-        while (g < in->N && ((used & (1u << g)) || in->socket_of[g] != q))
-            g++;
-        if (g == in->N) /* not a plan's sockets: keep what is left, in order */
-            for (g = 0; used & (1u << g); g++)
-                ;
-        to[k] = g;
-        used |= 1u << g;
-    }
-    for (int s = 0; s < a->n_stages; s++)
-        a->stages[s].gpu = to[a->stages[s].gpu];
-    for (int j = 0; j < a->n_actions; j++)
-        for (int i = 0; i < a->actions[j].n_peers; i++)
-            a->actions[j].peers[i] = to[a->actions[j].peers[i]];
-}
-
-/* Maps the MILP solution back to an assignment. */
-static int extract(const struct mpress_profile *p, const struct mpress_topology *topo,
-                   const struct inst *in, const struct cols *c, const double *x,
-                   struct mpress_assignment *a)
-{
-    const int N = in->N, B = in->B, G = N;
-    int S = 0;
-    int prev_end = -1;
-    for (int k = 0; k < N; k++) {
-        /* Slots take prefixes: the blocks in slots <= k are the first sum_r w_kr. */
-        int last = B - 1;
-        if (k < N - 1) {
-            long upto = 0;
-            for (int r = 0; r < in->NR; r++)
-                upto += lround(VAL(c->w[IX2(k, r, in->NR)]));
-            last = (int)upto - 1;
-        }
-        if (last <= prev_end)
-            continue;
-        struct mpress_plan_stage *st = &a->stages[S];
-        st->first_op = in->blk[prev_end + 1].first;
-        st->last_op = in->blk[last].last;
-        st->gpu = k;
-        if (in->mapped)
-            for (int g = 0; g < G; g++)
-                if (VAL(c->x[IX2(k, g, G)]) > 0.5)
-                    st->gpu = g;
-        st->optimizer_on_host = in->host_opt && VAL(c->h[k]) > 0.5;
-        int j0 = 0;
-        for (int i = 0; i < st->first_op; i++)
-            j0 += p->ops[i].n_tensors;
-        int64_t dsum = extract_actions(p, in, c, x, k, j0, st, a);
-        int64_t target[MPRESS_MAX_GPUS] = {0};
-        if (dsum < 0 || extract_targets(topo, in, c, x, k, st->gpu, dsum, target) ||
-            stripe_d2d(p, topo, G, st, j0, dsum, target, a))
-            return -1;
-        prev_end = last;
-        S++;
-    }
-    a->n_stages = S;
-    if (in->sock_free)
-        place_on_sockets(in, c, x, a);
-    return 0;
-}
-#undef VAL
 
 /* ---- the solve ----------------------------------------------------------------------- */
 
@@ -759,7 +548,7 @@ static int first_plan(struct solve *sv, const struct mpress_profile *p,
             free(from);
         }
     }
-    int xrc = extract(p, topo, in, &sv->cols, x, out);
+    int xrc = ilp_extract(p, topo, in, &sv->cols, x, out);
     free(x);
     if (xrc)
         return mpress_error_set(err, MPRESS_ESYSTEM, "cannot map the MILP solution back to a plan");
@@ -889,7 +678,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
         /* The MILP's rows refused the warm start and branch and bound found nothing: the local
          * search from its partition and mapping, to beat its evaluated time. */
         double *x = solution(sv, in, o, stats);
-        if (x && extract(p, topo, in, &sv->cols, x, out))
+        if (x && ilp_extract(p, topo, in, &sv->cols, x, out))
             rc = mpress_error_set(err, MPRESS_ESYSTEM,
                                   "cannot map the MILP solution back to a plan");
         free(x);
@@ -908,7 +697,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     double *x = solution(sv, in, o, stats);
     if (!x)
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    int xrc = extract(p, topo, in, &sv->cols, x, out);
+    int xrc = ilp_extract(p, topo, in, &sv->cols, x, out);
     free(x);
     if (xrc)
         return mpress_error_set(err, MPRESS_ESYSTEM, "cannot map the MILP solution back to a plan");
