@@ -9,42 +9,60 @@
 
 #define VAL(col) ((col) ? x[(col)] : 0.0)
 
-/* Slot k's actions per class, in profile order: recompute, host swap, then D2D. Returns the
- * bytes the stage sends by D2D, or -1 when memory runs out. */
+/* Slot k's actions per class: R_kc recomputed, H_kc host-swapped, D_kc D2D, the rest kept.
+ * The held candidates (recompute_op before the stage: recomputing them would hold their input,
+ * eval.c) come first and take, in profile order, a kept place, then a host swap, then a D2D
+ * swap, and a recompute only where nothing else is left (never, where the MILP's held rows
+ * hold: ilp_form.c); the other tensors then take, in profile order, recompute, host swap,
+ * D2D, then keep. Returns the bytes the stage sends by D2D, or -1 when memory runs out. */
 static int64_t extract_actions(const struct mpress_profile *p, const struct inst *in,
                                const struct cols *c, const double *x, int k, int j0,
                                const struct mpress_plan_stage *st, struct mpress_assignment *a)
 {
     const int C = in->C;
-    long left[3 * 4096];
-    long *rl = C <= 4096 ? left : malloc(sizeof(long) * 3 * (size_t)C);
+    long left[4 * 1024];
+    long *rl = C <= 1024 ? left : malloc(sizeof(long) * 4 * (size_t)C);
     if (!rl)
         return -1;
     for (int cl = 0; cl < C; cl++) {
-        rl[3 * cl] = lround(VAL(c->R[IX2(k, cl, C)]));
-        rl[3 * cl + 1] = lround(VAL(c->H[IX2(k, cl, C)]));
-        rl[3 * cl + 2] = in->d2d ? lround(VAL(c->D[IX2(k, cl, C)])) : 0;
+        rl[4 * cl] = 0; /* kept: counted below */
+        rl[4 * cl + 1] = lround(VAL(c->R[IX2(k, cl, C)]));
+        rl[4 * cl + 2] = lround(VAL(c->H[IX2(k, cl, C)]));
+        rl[4 * cl + 3] = in->d2d ? lround(VAL(c->D[IX2(k, cl, C)])) : 0;
     }
+    for (int i = st->first_op, j = j0; i <= st->last_op; i++)
+        for (int t = 0; t < p->ops[i].n_tensors; t++, j++)
+            rl[4 * in->tcls[j]]++;
+    for (int cl = 0; cl < C; cl++)
+        rl[4 * cl] -= rl[4 * cl + 1] + rl[4 * cl + 2] + rl[4 * cl + 3];
+    /* the order each kind of tensor takes its action in, as indices into rl (action + 0) */
+    static const int held_order[4] = {0, 2, 3, 1}, other_order[4] = {1, 2, 3, 0};
     int64_t dsum = 0;
-    int j = j0;
-    for (int i = st->first_op; i <= st->last_op; i++)
-        for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
-            int cl = in->tcls[j];
-            struct mpress_plan_action *ac = &a->actions[j];
-            enum mpress_action kind = MPRESS_ACTION_KEEP;
-            for (int q = 0; q < 3; q++)
-                if (rl[3 * cl + q] > 0) {
-                    rl[3 * cl + q]--;
-                    kind = (enum mpress_action)(q + 1);
-                    break;
-                }
-            ac->action = kind;
-            ac->n_peers = 0;
-            ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : i;
-            ac->prefetch_before_op = plan_prefetch_point(kind, i, st->last_op);
-            if (kind == MPRESS_ACTION_D2D_SWAP)
-                dsum += (int64_t)p->ops[i].tensors[t].bytes;
-        }
+    for (int pass = 0; pass < 2; pass++) {
+        const int *order = pass == 0 ? held_order : other_order;
+        int j = j0;
+        for (int i = st->first_op; i <= st->last_op; i++)
+            for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
+                int held = p->ops[i].tensors[t].recompute_op < st->first_op;
+                if (held != (pass == 0))
+                    continue;
+                int cl = in->tcls[j];
+                struct mpress_plan_action *ac = &a->actions[j];
+                enum mpress_action kind = MPRESS_ACTION_KEEP;
+                for (int q = 0; q < 4; q++)
+                    if (rl[4 * cl + order[q]] > 0) {
+                        rl[4 * cl + order[q]]--;
+                        kind = (enum mpress_action)order[q];
+                        break;
+                    }
+                ac->action = kind;
+                ac->n_peers = 0;
+                ac->evict_after_op = kind == MPRESS_ACTION_KEEP ? -1 : i;
+                ac->prefetch_before_op = plan_prefetch_point(kind, i, st->last_op);
+                if (kind == MPRESS_ACTION_D2D_SWAP)
+                    dsum += (int64_t)p->ops[i].tensors[t].bytes;
+            }
+    }
     if (rl != left)
         free(rl);
     return dsum;

@@ -39,8 +39,8 @@
  *   O_k  = sum_r X_r (f_kr - f_k(r+1))   (output of slot k's last op; O_(N-1) = 0)
  *   E_k  = sum_c s_c (R_kc + H_kc + D_kc),  Hb_k = sum_c s_c H_kc
  *   Mem_k = sum_r (v_k P_r + Gr_r + n_k A_r) y_kr + ov_k - (n_k - 1) E_k
- *           + ws_k + 2 (O_(k-1) + O_k) - v_k Pt tsh_k + sum_c (n_k - 1) s_c zx_kc
- *   (tied word embedding and held stage inputs: form_memory_terms, docs/cost-model.md)
+ *           + ws_k + 2 (O_(k-1) + O_k) - v_k Pt tsh_k
+ *   (tied word embedding: form_memory_terms, docs/cost-model.md)
  * Constraints
  *   f_kr <= w_kr <= len_r f_kr,  len_r f_k(r+1) <= w_kr,  w_kr <= w_(k+1)r,
  *   w_(N-2)(last run) <= len - 1 (the last slot is used),  sum_r y_kr >= f_k0 (k >= 1)
@@ -106,7 +106,7 @@ void ilp_cols_free(struct cols *c)
     free(c->C), free(c->ws), free(c->ov), free(c->oh), free(c->ot), free(c->hp);
     free(c->bnd), free(c->fl), free(c->ots), free(c->sk);
     free(c->tx), free(c->tsh), free(c->dr), free(c->fi), free(c->pt);
-    free(c->st), free(c->rho), free(c->zx), free(c->lm);
+    free(c->st), free(c->lm);
 }
 
 /* Sums over the blocks and the big-M constants of the rows below. */
@@ -191,9 +191,7 @@ static int cols_alloc(struct cols *c, const struct inst *in, int NK)
     c->pt = calloc((size_t)(N * NK), sizeof(int));
     c->fi = calloc((size_t)N, sizeof(int));
     c->st = calloc((size_t)(N * NR), sizeof(int));
-    c->rho = calloc((size_t)(N * (C + 1)), sizeof(int));
-    c->zx = calloc((size_t)(N * (C + 1)), sizeof(int));
-    if (!c->tx || !c->tsh || !c->dr || !c->pt || !c->fi || !c->st || !c->rho || !c->zx)
+    if (!c->tx || !c->tsh || !c->dr || !c->pt || !c->fi || !c->st)
         return -1;
     if (!c->w || !c->f || !c->ct || !c->x || !c->h || !c->R || !c->H || !c->D || !c->e ||
         !c->C || !c->ws ||
@@ -644,10 +642,14 @@ static void add_holds1(struct model *m, const struct inst *in, const struct cols
  *   gradient after its backward pass; also tx_k <= t_ko + t_kc, 2 - t_ko - t_kc, so that it
  *   is exact), tsh_k <= t_ko, t_kc (it holds both: one matrix), with
  *   t_kr = f_kr - f_(k-1)r for the owner's and the copy's runs (one block each);
- *   for each run r and class c with xcls_rc, slot k >= 1:  st_kr >= [k holds r]
- *   - sum_(r'<r) y_kr' + f_(k-1)0 - 1 (slot k opens with run r after a used slot),
- *   rho_kc >= R_kc / U_c (binary: a tensor of the class is recomputed),
- *   zx_kc >= rho_kc + st_kr - 1 (the first of them, the block's, is held). */
+ *   held stage inputs: for each run r and class c with xcls_rc = h_rc > 0 (tensors of c in a
+ *   block of r whose recompute reaches into the block before), slot k >= 1 with n_k > 1:
+ *   st_kr >= [k holds r] - sum_(r'<r) y_kr' + f_(k-1)0 - 1 (slot k opens with run r after a
+ *   used slot) and  R_kc + h_rc st_kr <= sum_r' cnt_r'c y_kr'  (held_kr_c: such a tensor is
+ *   not recomputed where its block opens the slot: it would be held as received, which costs
+ *   what keeping it costs and its recompute besides, so keeping it is never worse; the
+ *   extraction gives it a kept or swapped place, ilp_extract.c). With n_k = 1 held and
+ *   evicted take the same memory and the recompute costs what the evaluator charges. */
 static void form_memory_terms(struct form *f)
 {
     struct model *m = f->m;
@@ -688,29 +690,11 @@ static void form_memory_terms(struct form *f)
         return;
     for (int k = 1; k < N; k++) {
         if (plan_in_flight(f->sched, N, k, in->M) <= 1)
-            continue;
-        for (int cl = 0; cl < C; cl++) {
-            int U = 0, any = 0;
-            for (int b = 0; b < in->B; b++)
-                U += in->cnt[b * C + cl];
-            for (int r = 0; r < NR; r++)
-                any |= in->xcls[r * C + cl];
-            if (!any || U == 0)
-                continue;
-            ilp_name(nm, "rho_%d_%d", k, cl, 0);
-            c->rho[IX2(k, cl, C)] = ilp_col_new(m, nm, GLP_BV, 0, 1, 0);
-            ilp_name(nm, "zx_%d_%d", k, cl, 0);
-            c->zx[IX2(k, cl, C)] = ilp_col_new(m, nm, GLP_CV, 0, 1, 0);
-            ilp_row_begin(m);
-            ilp_row_add(m, c->rho[IX2(k, cl, C)], U);
-            ilp_row_add(m, c->R[IX2(k, cl, C)], -1);
-            ilp_name(nm, "held_any_%d_%d", k, cl, 0);
-            ilp_row_end(m, nm, GLP_LO, 0);
-        }
+            continue; /* held or evicted, one micro-batch's copy: the same memory */
         for (int r = 0; r < NR; r++) {
             int any = 0;
             for (int cl = 0; cl < C; cl++)
-                any |= in->xcls[r * C + cl] && c->zx[IX2(k, cl, C)];
+                any |= in->xcls[r * C + cl] != 0;
             if (!any)
                 continue;
             ilp_name(nm, "st_%d_%d", k, r, 0);
@@ -725,14 +709,16 @@ static void form_memory_terms(struct form *f)
             ilp_name(nm, "opens_%d_%d", k, r, 0);
             ilp_row_end(m, nm, GLP_LO, -1);
             for (int cl = 0; cl < C; cl++) {
-                if (!in->xcls[r * C + cl] || !c->zx[IX2(k, cl, C)])
+                if (!in->xcls[r * C + cl])
                     continue;
                 ilp_row_begin(m);
-                ilp_row_add(m, c->zx[IX2(k, cl, C)], 1);
-                ilp_row_add(m, c->rho[IX2(k, cl, C)], -1);
-                ilp_row_add(m, c->st[IX2(k, r, NR)], -1);
+                ilp_row_add(m, c->R[IX2(k, cl, C)], 1);
+                for (int q = 0; q < NR; q++)
+                    if (in->cnt[in->run_first[q] * C + cl])
+                        add_y(m, in, c, k, q, -(double)in->cnt[in->run_first[q] * C + cl]);
+                ilp_row_add(m, c->st[IX2(k, r, NR)], (double)in->xcls[r * C + cl]);
                 ilp_name(nm, "held_%d_%d_%d", k, r, cl);
-                ilp_row_end(m, nm, GLP_LO, -1);
+                ilp_row_end(m, nm, GLP_UP, 0);
             }
         }
     }
@@ -769,8 +755,6 @@ static void form_slot_memory(struct form *f, int k)
         ilp_add_out(m, in, c, k - 1, 2);
         ilp_add_out(m, in, c, k, 2);
         ilp_row_add(m, c->tsh[k], -v_k * in->tied_p);
-        for (int cl = 0; cl < C; cl++)
-            ilp_row_add(m, c->zx[IX2(k, cl, C)], (double)(n_k - 1) * in->cls[cl].s);
         for (int j = 0; j < N; j++)
             if (c->e[IX2(j, g, G)])
                 ilp_row_add(m, c->e[IX2(j, g, G)], plan_in_flight(f->sched, N, j, M));

@@ -1,6 +1,7 @@
 /* The instance the MILP sees: blocks (runs of ops between allowed cuts) with their times and
  * bytes in the MILP's units, runs of identical consecutive blocks, and classes of
  * interchangeable saved tensors with their counts per block. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,24 +43,29 @@ static int memory_terms(const struct mpress_profile *p, struct inst *in)
         }
     }
     const int C = in->C;
+    int *here = C > 0 ? malloc(sizeof(int) * (size_t)C) : NULL;
+    if (C > 0 && !here)
+        return -1;
     for (int r = 0; r < in->NR && C > 0; r++)
         for (int b = in->run_first[r]; b < in->run_first[r] + in->run_len[r]; b++) {
-            char seen[4096] = {0};
+            memset(here, 0, sizeof(int) * (size_t)C);
             int j = 0;
             for (int i = 0; i < in->blk[b].first; i++)
                 j += p->ops[i].n_tensors;
             for (int i = in->blk[b].first; i <= in->blk[b].last; i++)
                 for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
-                    int cl = in->tcls[j], first = cl >= 4096 || !seen[cl];
-                    if (cl < 4096)
-                        seen[cl] = 1;
-                    if (!first || p->ops[i].tensors[t].recompute_op >= in->blk[b].first)
+                    int cl = in->tcls[j];
+                    if (p->ops[i].tensors[t].recompute_op >= in->blk[b].first)
                         continue;
-                    if (!in->xcls && !(in->xcls = calloc((size_t)in->NR * (size_t)C, 1)))
+                    if (!in->xcls && !(in->xcls = calloc((size_t)in->NR * (size_t)C, 1))) {
+                        free(here);
                         return -1;
-                    in->xcls[r * C + cl] = 1;
+                    }
+                    if (++here[cl] > in->xcls[r * C + cl] && here[cl] <= UCHAR_MAX)
+                        in->xcls[r * C + cl] = (unsigned char)here[cl];
                 }
         }
+    free(here);
     return 0;
 }
 

@@ -75,10 +75,11 @@ struct inst {
      * (runs of one block) and the copy's weight, gradient and optimizer GB. */
     int tied, tied_ro, tied_rc;
     double tied_p, tied_g, tied_o;
-    /* xcls[r * C + c]: run r's blocks hold a tensor of class c whose recompute_op lies before
-     * the block, the first of its class in the block; recomputed where the block opens a
-     * stage, it is held like a kept tensor (eval.c, "held stage inputs"). NULL when none. */
-    char *xcls;
+    /* xcls[r * C + c]: how many tensors of class c a block of run r holds whose recompute_op
+     * lies before the block (the most over the run's blocks); recomputed where the block
+     * opens a stage, such a tensor is held like a kept tensor (eval.c, "held stage inputs"),
+     * so the extraction recomputes them last (ilp_extract.c). NULL when none. */
+    unsigned char *xcls;
     /* ILP_BRANCH_HOST_FIRST: branch on the optimizer placement first however many slots there
      * are, without the cycle's floor (ilp_plan_run; ilp_host_first explains). */
     int branch;
@@ -114,7 +115,7 @@ struct cols {
     int *dr, *fi;     /* [k]: slot k's drain and fill seconds (the tail rows' slack) */
     int *pt;          /* [k][socket]: host step touch of slots 0..k on the socket */
     int XE;           /* seconds the tied matrix's gradient exchange takes (0: no column) */
-    int *st, *rho, *zx; /* [k][run], [k][class], [k][class]: held stage inputs */
+    int *st;          /* [k][run]: slot k opens with run r (held stage inputs) */
     int *lm;          /* [run]: the most blocks of the run in one slot (0: no column) */
 };
 

@@ -361,9 +361,9 @@ static double *relax_fix_restricted(glp_prob *lp, const struct inst *in, const s
         goto out;
     for (int k = 0; k < N; k++)
         for (int cl = 0; cl < C; cl++) {
-            int js[4] = {c->R[IX2(k, cl, C)], c->H[IX2(k, cl, C)],
-                         in->d2d ? c->D[IX2(k, cl, C)] : 0, c->rho[IX2(k, cl, C)]};
-            for (int i = 0; i < 4; i++)
+            int js[3] = {c->R[IX2(k, cl, C)], c->H[IX2(k, cl, C)],
+                         in->d2d ? c->D[IX2(k, cl, C)] : 0};
+            for (int i = 0; i < 3; i++)
                 if (js[i])
                     glp_set_col_kind(cp, js[i], GLP_CV);
         }
@@ -378,8 +378,6 @@ static double *relax_fix_restricted(glp_prob *lp, const struct inst *in, const s
             for (int i = 0; i < 3; i++)
                 if (js[i])
                     glp_set_col_kind(cp, js[i], GLP_IV);
-            if (c->rho[IX2(k, cl, C)])
-                glp_set_col_kind(cp, c->rho[IX2(k, cl, C)], GLP_BV);
         }
         long lim = total - *used < nodes ? total - *used : nodes;
         if (lim < 1)
@@ -399,9 +397,9 @@ static double *relax_fix_restricted(glp_prob *lp, const struct inst *in, const s
         if (ret < 0 || (st != GLP_OPT && st != GLP_FEAS))
             goto out;
         for (int cl = 0; cl < C; cl++) {
-            int js[4] = {c->R[IX2(k, cl, C)], c->H[IX2(k, cl, C)],
-                         in->d2d ? c->D[IX2(k, cl, C)] : 0, c->rho[IX2(k, cl, C)]};
-            for (int i = 0; i < 4; i++)
+            int js[3] = {c->R[IX2(k, cl, C)], c->H[IX2(k, cl, C)],
+                         in->d2d ? c->D[IX2(k, cl, C)] : 0};
+            for (int i = 0; i < 3; i++)
                 if (js[i])
                     fix_col(cp, js[i], round(glp_mip_col_val(cp, js[i])));
         }

@@ -76,9 +76,37 @@ static void fix_sockets(glp_prob *cp, const struct inst *in, const struct cols *
     }
 }
 
+/* a's recomputes, host swaps and D2D swaps per slot (its stages on the last slots) and class:
+ * cnt[(k * C + c) * 3 + action - 1], or NULL when memory runs out. */
+static int *action_counts(const struct inst *in, const struct mpress_profile *p,
+                          const struct mpress_assignment *a)
+{
+    const int N = in->N, C = in->C, S = a->n_stages;
+    int *cnt = calloc((size_t)(N * 3 * (C ? C : 1)), sizeof(int));
+    if (!cnt)
+        return NULL;
+    for (int j = 0, r = 0; j < a->n_actions; j++) {
+        const struct mpress_plan_action *ac = &a->actions[j];
+        while (a->stages[r].last_op < ac->op)
+            r++;
+        int kind = ac->action;
+        if (kind == MPRESS_ACTION_D2D_SWAP && !in->d2d)
+            kind = MPRESS_ACTION_HOST_SWAP;
+        /* A held stage input (recomputed from an op of an earlier stage) costs what keeping
+         * it costs and its recompute besides: the MILP keeps it instead (ilp_form.c, held). */
+        if (kind == MPRESS_ACTION_RECOMPUTE &&
+            p->ops[ac->op].tensors[ac->tensor].recompute_op < a->stages[r].first_op)
+            kind = MPRESS_ACTION_KEEP;
+        if (kind != MPRESS_ACTION_KEEP)
+            cnt[((N - S + r) * C + in->tcls[j]) * 3 + kind - 1]++;
+    }
+    return cnt;
+}
+
 /* The MILP solution closest to assignment a: its integer decisions (stages on the last slots,
  * mapped by the automorphism that satisfies the symmetry cut, action counts, optimizer
- * placement) fixed, the continuous ones (D2D split, loads) from an LP. NULL when a does not
+ * placement; a held stage input's recompute comes back kept) fixed, the continuous ones
+ * (D2D split, loads) from an LP. NULL when a does not
  * fit the MILP's decision space (cuts elsewhere) or the LP fails. layout, when not NULL, gets
  * a's partition and mapping alone (layout_of) whenever a fits the decision space, so that a
  * search restricted to them can start where the full vector is refused (NULL otherwise). */
@@ -175,30 +203,19 @@ double *ilp_warm_vector(glp_prob *lp, const struct inst *in, const struct cols *
         if (in->host_opt)
             FIX(c->h[k], r >= 0 && a->stages[r].optimizer_on_host ? 1.0 : 0.0);
     }
-    int *cnt = calloc((size_t)(N * 3 * (C ? C : 1)), sizeof(int));
+    int *cnt = action_counts(in, p, a);
     if (!cnt) {
         glp_delete_prob(cp);
         return NULL;
     }
-    for (int j = 0, r = 0; j < a->n_actions; j++) {
-        while (a->stages[r].last_op < a->actions[j].op)
-            r++;
-        int kind = a->actions[j].action;
-        if (kind == MPRESS_ACTION_D2D_SWAP && !in->d2d)
-            kind = MPRESS_ACTION_HOST_SWAP;
-        if (kind != MPRESS_ACTION_KEEP)
-            cnt[((N - S + r) * C + in->tcls[j]) * 3 + kind - 1]++;
-    }
     for (int k = 0; k < N; k++)
         for (int cl = 0; cl < C; cl++) {
             FIX(c->R[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 0]);
-            FIX(c->rho[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 0] > 0 ? 1.0 : 0.0);
             FIX(c->H[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 1]);
             FIX(c->D[IX2(k, cl, C)], cnt[(k * C + cl) * 3 + 2]);
         }
 #undef FIX
     free(cnt);
-    (void)p;
     glp_smcp sp;
     glp_init_smcp(&sp);
     sp.msg_lev = GLP_MSG_OFF;

@@ -126,13 +126,27 @@ static void node_limit_one(void)
             used |= 1u << plan.stages[k].gpu;
         }
         /* The MILP decides counts per class of interchangeable tensors, so the baseline's
-         * actions come back as the same bytes per action. */
+         * actions come back as the same bytes per action, but for its held stage inputs
+         * (recomputed from an op of the stage before), which come back kept: keeping one
+         * costs the same memory and no recompute (ilp_warm.c). */
         uint64_t bytes[2][MPRESS_N_ACTIONS] = {{0}};
+        int held = 0;
         for (int w = 0; w < 2; w++) {
             const struct mpress_plan_action *ac = w ? plan.actions : g.actions;
-            for (int j = 0; j < g.n_actions && j < plan.n_actions; j++)
-                bytes[w][ac[j].action] += p.ops[ac[j].op].tensors[ac[j].tensor].bytes;
+            for (int j = 0, k = 0; j < g.n_actions && j < plan.n_actions; j++) {
+                const struct mpress_saved_tensor *ts = &p.ops[ac[j].op].tensors[ac[j].tensor];
+                while (g.stages[k].last_op < ac[j].op)
+                    k++;
+                int kind = ac[j].action;
+                if (w == 0 && kind == MPRESS_ACTION_RECOMPUTE &&
+                    ts->recompute_op < g.stages[k].first_op) {
+                    kind = MPRESS_ACTION_KEEP;
+                    held++;
+                }
+                bytes[w][kind] += ts->bytes;
+            }
         }
+        CHECK_MSG(held > 0, "the baseline recomputes a held stage input (%d)", held);
         CHECK_MSG(plan.n_actions == g.n_actions &&
                       memcmp(bytes[0], bytes[1], sizeof(bytes[0])) == 0,
                   "the baseline's actions");

@@ -394,6 +394,78 @@ static void enum_partitions(struct brute *b)
  * after it (slot 1) share a CPU queue the copy's step (slot 2) is not in. */
 static int socket_split_;
 
+/* Set for the instances after the first 460: held stage inputs. Every op after the first saves
+ * two tensors of one class, the first recomputed from the op before it (as a layer's first
+ * layernorm input is from the layer before), so that where a cut falls before the op,
+ * recomputing that tensor holds its input (eval.c); the other is its own op's. */
+static int held_;
+
+static void held_instance(struct mpress_profile *p, struct mpress_topology *t,
+                          enum mpress_schedule *sched, int *M)
+{
+    int G = tiny_range(2, 3);
+    const int n = MAXT / 2; /* ops after the first, two tensors each */
+    tiny_profile_init(p);
+    uint64_t states = 0, acts = 0;
+    static const uint64_t sizes[] = {40, 90, 150};
+    static const double rec[] = {0.02, 0.12};
+    uint64_t bytes = sizes[tiny_range(0, 2)] * MB;
+    double rs = rec[tiny_range(0, 1)];
+    struct mpress_op *op = tiny_op(p, "embed", 0.01 * tiny_range(1, 10), 0,
+                                   (uint64_t)tiny_range(5, 60), 0);
+    states += op->param_bytes;
+    for (int i = 1; i <= n; i++) {
+        op = tiny_op(p, "layer", 0.01 * tiny_range(1, 10), (uint64_t)tiny_range(0, 40),
+                     (uint64_t)tiny_range(5, 60), 2);
+        op->workspace_bytes = (uint64_t)tiny_range(0, 30) * MB;
+        states += op->param_bytes + op->grad_bytes + op->optim_bytes;
+        for (int k = 0; k < 2; k++) {
+            struct mpress_saved_tensor *ts = &op->tensors[k];
+            snprintf(ts->name, sizeof(ts->name), "input");
+            ts->bytes = bytes;
+            ts->recompute_s = rs;
+            ts->recompute_op = k == 0 ? i - 1 : i;
+            acts += ts->bytes;
+        }
+    }
+    *M = tiny_range(2, 4);
+    *sched = (enum mpress_schedule)tiny_range(0, 2);
+    uint64_t hi = (states + acts * (uint64_t)*M) / MB + 100, lo = states / MB / (uint64_t)G + 20;
+    tiny_topo(t, G, tiny_range(0, 1), lo + tiny_rand() % (hi - lo + 1));
+    t->nvlink_bytes_per_s = 4000 * MB;
+    t->pcie_bytes_per_s = tiny_range(0, 1) ? 600 * MB : 3000 * MB;
+    t->switches[0].uplink_bytes_per_s = 4000 * MB;
+    if (t->fabric == MPRESS_FABRIC_DIRECT)
+        for (int a = 0; a < G; a++)
+            for (int c = a + 1; c < G; c++)
+                t->nvlinks[a][c] = t->nvlinks[c][a] = tiny_range(0, 2);
+    if (tiny_range(0, 2) == 0)
+        t->host_memory_bytes = (uint64_t)tiny_range(0, 600) * MB;
+}
+
+/* Whether a's stage s holds a stage input kept or swapped while a tensor of its class in the
+ * stage is recomputed: what the MILP could not choose before its held rows counted the
+ * class's other tensors. */
+static int held_spared(const struct mpress_profile *p, const struct mpress_assignment *a)
+{
+    for (int j = 0; j < a->n_actions; j++) {
+        const struct mpress_plan_action *h = &a->actions[j];
+        int s = 0;
+        while (a->stages[s].last_op < h->op)
+            s++;
+        if (p->ops[h->op].tensors[h->tensor].recompute_op >= a->stages[s].first_op ||
+            h->action == MPRESS_ACTION_RECOMPUTE)
+            continue;
+        for (int q = 0; q < a->n_actions; q++) {
+            const struct mpress_plan_action *o = &a->actions[q];
+            if (q != j && o->action == MPRESS_ACTION_RECOMPUTE &&
+                o->op >= a->stages[s].first_op && o->op <= a->stages[s].last_op)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static void random_instance(struct mpress_profile *p, struct mpress_topology *t,
                             enum mpress_schedule *sched, int *M)
 {
@@ -492,19 +564,24 @@ int main(void)
 {
     glp_term_hook(term_off, NULL);
     tiny_state_ = 0x6d707265737321ULL; /* fixed seed */
-    int instances = 460, feasible = 0, with_d2d = 0, with_host_swap = 0, with_host_opt = 0;
+    int instances = 540, feasible = 0, with_d2d = 0, with_host_swap = 0, with_host_opt = 0;
     int warm_started = 0;
     int with_tied_split = 0, with_tied_host = 0, relaxed_bounds = 0, relaxed_below = 0;
     int two_socket_fixed = 0, two_socket_costs = 0, split_queue = 0;
     int sock_checked = 0, sock_below = 0, sock_above = 0;
+    int held_feasible = 0, held_spared_optima = 0;
     long relaxed_checked = 0, sock_assignments = 0;
     for (int inst = 0; inst < instances; inst++) {
         struct mpress_profile p;
         struct mpress_topology t;
         enum mpress_schedule sched;
         int M;
-        socket_split_ = inst >= 400;
-        random_instance(&p, &t, &sched, &M);
+        socket_split_ = inst >= 400 && inst < 460;
+        held_ = inst >= 460;
+        if (held_)
+            held_instance(&p, &t, &sched, &M);
+        else
+            random_instance(&p, &t, &sched, &M);
         /* Every other instance ties its first op's weight to its last's, as GPT's embedding
          * and head do (plan_tied_find: the head's bytes are a copy's, its params 0): the
          * tied memory terms and the exchange before both steps. */
@@ -562,6 +639,10 @@ int main(void)
             }
         } else {
             feasible++;
+            if (held_) {
+                held_feasible++;
+                held_spared_optima += held_spared(&p, &b.best_a);
+            }
             CHECK_MSG(rc == 0, "instance %d: the MILP failed: %d %s", inst, rc, err.text);
             if (rc == 0) {
                 CHECK_MSG(fabs(st.objective - b.best) <= 1e-6 * b.best + 1e-9,
@@ -707,6 +788,11 @@ int main(void)
             "the socket-choosing MILP against enumeration, %d below the real server's, %d above "
             "the mapping-free one's\n",
             sock_assignments, sock_checked, sock_below, sock_above);
+    fprintf(stderr,
+            "held stage inputs: %d feasible instances, %d of whose enumerated optima keep or "
+            "swap a stage input while recomputing a tensor of its class\n",
+            held_feasible, held_spared_optima);
+    CHECK(held_feasible >= 40 && held_spared_optima >= 3);
     CHECK(sock_assignments > 1000 && sock_checked >= 20 && sock_below >= 1 && sock_above >= 1);
     CHECK(two_socket_fixed >= 10);
     CHECK(split_queue >= 5);
