@@ -60,7 +60,7 @@ static void bring_back_stage_input(const struct mpress_profile *p,
             const struct mpress_saved_tensor *ts = &p->ops[i].tensors[t];
             struct mpress_plan_action *ac = &a->actions[j];
             if ((ac->action == MPRESS_ACTION_HOST_SWAP || ac->action == MPRESS_ACTION_D2D_SWAP) &&
-                ts->recompute_op < st->first_op && ts->bytes == in_bytes)
+                plan_stage_input(ts, st->first_op) && ts->bytes == in_bytes)
                 ac->prefetch_before_op = st->last_op;
         }
 }
@@ -225,7 +225,7 @@ void plan_sum_stages(const struct mpress_profile *p, const struct mpress_assignm
                  * that op, so it holds its input as received for every micro-batch in flight
                  * (held stage input), which costs what keeping the tensor costs. */
                 int held = ac->action == MPRESS_ACTION_RECOMPUTE &&
-                           ts->recompute_op < st->first_op;
+                           plan_stage_input(ts, st->first_op);
                 if (ac->action == MPRESS_ACTION_KEEP || held) {
                     s->kept[k] = plan_add(s->kept[k], ts->bytes);
                     if (held)

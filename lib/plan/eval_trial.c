@@ -175,7 +175,7 @@ static void move_terms(struct plan_trial *t, int k, int first_op,
 #define DELTA(x, v) ((x) = sign > 0 ? (x) + (v) : (x) - (v))
     DELTA(t->action_bytes[ac->action], b);
     /* recomputed from an earlier stage's op: held like a kept tensor (plan_sum_stages) */
-    int held = ac->action == MPRESS_ACTION_RECOMPUTE && ts->recompute_op < first_op;
+    int held = ac->action == MPRESS_ACTION_RECOMPUTE && plan_stage_input(ts, first_op);
     if (ac->action == MPRESS_ACTION_KEEP || held) {
         DELTA(s->kept[k], b);
         if (!held)

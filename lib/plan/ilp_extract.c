@@ -43,7 +43,7 @@ static int64_t extract_actions(const struct mpress_profile *p, const struct inst
         int j = j0;
         for (int i = st->first_op; i <= st->last_op; i++)
             for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
-                int held = p->ops[i].tensors[t].recompute_op < st->first_op;
+                int held = plan_stage_input(&p->ops[i].tensors[t], st->first_op);
                 if (held != (pass == 0))
                     continue;
                 int cl = in->tcls[j];

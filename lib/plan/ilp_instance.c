@@ -55,7 +55,8 @@ static int memory_terms(const struct mpress_profile *p, struct inst *in)
             for (int i = in->blk[b].first; i <= in->blk[b].last; i++)
                 for (int t = 0; t < p->ops[i].n_tensors; t++, j++) {
                     int cl = in->tcls[j];
-                    if (p->ops[i].tensors[t].recompute_op >= in->blk[b].first)
+                    /* counted: a stage input wherever this block opens a stage */
+                    if (!plan_stage_input(&p->ops[i].tensors[t], in->blk[b].first))
                         continue;
                     if (!in->xcls && !(in->xcls = calloc((size_t)in->NR * (size_t)C, 1))) {
                         free(here);

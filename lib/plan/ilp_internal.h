@@ -77,8 +77,9 @@ struct inst {
     double tied_p, tied_g, tied_o;
     /* xcls[r * C + c]: how many tensors of class c a block of run r holds whose recompute_op
      * lies before the block (the most over the run's blocks); recomputed where the block
-     * opens a stage, such a tensor is held like a kept tensor (eval.c, "held stage inputs"),
-     * so the extraction recomputes them last (ilp_extract.c). NULL when none. */
+     * opens a stage, such a tensor is held like a kept tensor (plan_stage_input), so the
+     * MILP's held rows never recompute it there (ilp_form.c) and the extraction gives it a
+     * kept or swapped place first (ilp_extract.c). NULL when none. */
     unsigned char *xcls;
     /* ILP_BRANCH_HOST_FIRST: branch on the optimizer placement first however many slots there
      * are, without the cycle's floor (ilp_plan_run; ilp_host_first explains). */

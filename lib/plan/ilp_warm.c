@@ -95,7 +95,7 @@ static int *action_counts(const struct inst *in, const struct mpress_profile *p,
         /* A held stage input (recomputed from an op of an earlier stage) costs what keeping
          * it costs and its recompute besides: the MILP keeps it instead (ilp_form.c, held). */
         if (kind == MPRESS_ACTION_RECOMPUTE &&
-            p->ops[ac->op].tensors[ac->tensor].recompute_op < a->stages[r].first_op)
+            plan_stage_input(&p->ops[ac->op].tensors[ac->tensor], a->stages[r].first_op))
             kind = MPRESS_ACTION_KEEP;
         if (kind != MPRESS_ACTION_KEEP)
             cnt[((N - S + r) * C + in->tcls[j]) * 3 + kind - 1]++;

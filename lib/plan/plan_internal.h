@@ -161,6 +161,14 @@ int plan_schedule_prefetches(const struct mpress_profile *p, struct mpress_assig
  * the host (0 when it fits). */
 uint64_t plan_shortfall(const struct mpress_plan_eval *ev);
 
+/* Whether ts, saved in a stage whose first op is stage_first, is a stage input: its recompute
+ * starts at an op of an earlier stage, so recomputing it holds the stage's input as received
+ * (docs/cost-model.md, "Held stage inputs"). */
+static inline int plan_stage_input(const struct mpress_saved_tensor *ts, int stage_first)
+{
+    return ts->recompute_op < stage_first;
+}
+
 /* Saved tensors of one class (same op kind, tensor name, bytes and recompute cost) are
  * interchangeable: the MILP counts them and the greedy baseline tries one of each. */
 static inline int plan_same_class(const struct mpress_op *oa,
