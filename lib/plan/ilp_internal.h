@@ -142,6 +142,13 @@ struct cols {
  * its nodes, branch and bound within 500 nodes of the node limit (a tenth of it past 5000),
  * and no local search after it. */
 #define ILP_FIRST_SHORT 16
+/* ... and where its gap is still above ILP_FIRST_FAR after ILP_FIRST_LOOK nodes of branch and
+ * bound, it stops there: on the planner matrix's dgx1 cases the gap at 200 nodes is at most
+ * 6.8 % on six (four of which this search closes within its 500 nodes) and at least 17 % on
+ * the other two, which 300 more nodes leave as wide (docs/benchmarks.md, "The first search
+ * gives up early"). */
+#define ILP_FIRST_LOOK 200
+#define ILP_FIRST_FAR 0.12
 /* The relaxed server with the real one's sockets (plan_topology_relax_sockets): the MILP
  * chooses each slot's socket (inst.sock_free; ilp_relax.c explains). */
 #define ILP_SOCKET_FREE 32

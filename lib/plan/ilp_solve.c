@@ -146,6 +146,15 @@ static void ilp_callback(glp_tree *tree, void *info)
     if (c->o->progress && (reason == GLP_IBINGO || (t_cnt % 200) == 0))
         c->o->progress(c->o->progress_ctx, inc, c->bound, have ? glp_ios_mip_gap(tree) : 1.0);
     c->incumbent = inc;
+    /* The first of three searches gives up early where it cannot close the gap: past
+     * ILP_FIRST_LOOK nodes with a gap above ILP_FIRST_FAR, its plan is only the next search's
+     * start (plan_first_search). */
+    if (c->cap > 0 && reason == GLP_ISELECT && t_cnt >= ILP_FIRST_LOOK && have &&
+        glp_ios_mip_gap(tree) > ILP_FIRST_FAR) {
+        c->stopped_by_nodes = 1;
+        glp_ios_terminate(tree);
+        return;
+    }
     /* The root's heuristic call, which offers the warm start, comes after its selection: a
      * limit of one node still ends with the warm start as the incumbent. */
     long lim = c->cap > 0 ? c->cap : c->o->node_limit;

@@ -120,8 +120,9 @@ void plan_assignment_unrelax(const struct mpress_assignment *rel,
 /* The MILP's first search (mpress_plan_ilp), which plan_second_search follows up: where both
  * of its searches follow (a server plan_topology_relax relaxes, host optimizers on several
  * sockets), the search before branch and bound within half its nodes, branch and bound within
- * 500 nodes of the node limit (a tenth of it past 5000) and no local search after it, since
- * the third search replaces the mapping those keep (ilp_relax.c). */
+ * 500 nodes of the node limit (a tenth of it past 5000; ILP_FIRST_LOOK where its gap is still
+ * above ILP_FIRST_FAR there) and no local search after it, since the third search replaces
+ * the mapping those keep (ilp_relax.c). */
 int plan_first_search(const struct mpress_profile *p, const struct mpress_topology *topo,
                       const struct mpress_plan_options *o, struct mpress_assignment *out,
                       struct mpress_plan_solver *stats, struct mpress_error *err);
