@@ -361,6 +361,41 @@ static void first_search_gives_up(void)
     mpress_profile_finish(&p);
 }
 
+/* The mapping-free bound's search has no local search after its branch and bound: its plans are
+ * the relaxed server's (docs/benchmarks.md, "No local search after the bound's search"). On
+ * gpt3-13b's relaxed dgx1 at 1,000 nodes it stops at the node limit above the gap, and its
+ * nodes are the search before branch and bound's (at most 3 L / 20) and branch and bound's;
+ * with the local search after it, up to 3/5 L more (1,753 in the planner before). */
+static void bound_search_alone(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t, r;
+    if (load_shipped("gpt3-13b.v100.json", "dgx1", 0, &p, &t)) {
+        CHECK(0);
+        return;
+    }
+    CHECK(plan_topology_relax(&t, &r) == 0);
+    struct mpress_plan_options o;
+    mpress_plan_options_init(&o);
+    o.node_limit = 1000;
+    struct mpress_assignment a = {0};
+    struct mpress_plan_solver st;
+    struct mpress_error err;
+    memset(&err, 0, sizeof(err));
+    int rc = ilp_plan_run(&p, &r, &o, ILP_BOUND_ONLY, NULL, &a, &st, &err);
+    CHECK_MSG(rc == 0, "rc %d: %s", rc, err.text);
+    if (rc == 0) {
+        printf("gpt3-13b relaxed dgx1, bound's search: %s, gap %.2f %%, %ld nodes\n", st.status,
+               100 * st.gap, st.nodes);
+        CHECK_MSG(strcmp(st.status, "node_limit") == 0 && st.gap > o.mip_gap, "%s at %.2f %%",
+                  st.status, 100 * st.gap);
+        CHECK_MSG(st.nodes <= 3 * 1000 / 20 + 1000 + 3, "%ld nodes, at most %d", st.nodes,
+                  3 * 1000 / 20 + 1000 + 3);
+        mpress_assignment_finish(&a);
+    }
+    mpress_profile_finish(&p);
+}
+
 int main(void)
 {
     tiny_wall_finds_plan();
@@ -368,6 +403,7 @@ int main(void)
     dgx1_beats_greedy();
     dgx1_mapping_search();
     first_search_gives_up();
+    bound_search_alone();
     many_slots_second_search();
     many_slots_placement();
     dgx2_reaches_reference();
