@@ -19,6 +19,8 @@
  * placement, relax and fix slot by slot (each slot's counts integral in turn, solved within a
  * per-slot node budget, then fixed). Its result is checked against every row like the rest. */
 #include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -537,6 +539,88 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
     return best;
 }
 
+/* The mapping search's exchanges are judged by independent LPs: MAP_WORKERS threads share
+ * each round, worker w taking candidates w, w + MAP_WORKERS, ... on a copy of its own. The
+ * count is fixed, not the machine's, so every machine solves the same LPs on the same copies
+ * in the same order, and the values are read in the candidates' order, so the move is the one
+ * one thread would choose (each LP goes through the presolver from scratch; only a failed one
+ * falls back on its copy's last basis). GLPK keeps an environment per thread
+ * (glp_config("TLS")): a worker creates, solves and frees its copy in its own, and a GLPK
+ * failure inside ends that worker alone, its remaining candidates unjudged (HUGE_VAL). On
+ * 2 cores the 561 LPs of gpt3-13b on dgx1 take about half as long (docs/benchmarks.md, "The
+ * mapping search's LPs on two cores"). */
+#define MAP_WORKERS 4
+
+struct exch {
+    glp_prob *src; /* the round's problem, only read while the workers run */
+    const struct inst *in;
+    const struct cols *c;
+    const int *map, *hb;  /* the round's mapping and placement */
+    const int (*cand)[3]; /* exchange slots cand[t][0] and [1], flip slot [2] (-1: none) */
+    double *val;          /* [t]: candidate t's relaxation, HUGE_VAL until judged */
+    long n;
+    int w, thread; /* worker w; thread: on a thread (an environment) of its own */
+    jmp_buf jump;
+};
+
+static void exch_error(void *info)
+{
+    longjmp(((struct exch *)info)->jump, 1);
+}
+
+static void *exch_run(void *arg)
+{
+    struct exch *e = arg;
+    const int N = e->in->N;
+    if (e->thread) {
+        glp_term_out(GLP_OFF);
+        glp_error_hook(exch_error, e);
+        if (setjmp(e->jump)) {
+            glp_free_env();
+            return NULL;
+        }
+    }
+    glp_prob *cp = glp_create_prob();
+    glp_copy_prob(cp, e->src, GLP_OFF);
+    for (long t = e->w; t < e->n; t += MAP_WORKERS) {
+        int m[MPRESS_MAX_GPUS], h[MPRESS_MAX_GPUS];
+        memcpy(m, e->map, sizeof(*m) * (size_t)N);
+        memcpy(h, e->hb, sizeof(*h) * (size_t)N);
+        int i = e->cand[t][0], j = e->cand[t][1], f = e->cand[t][2];
+        m[i] = e->map[j], m[j] = e->map[i];
+        if (f >= 0)
+            h[f] = !h[f];
+        ilp_fix_map(cp, e->in, e->c, m);
+        e->val[t] = placement_value(cp, e->in, e->c, h);
+    }
+    glp_delete_prob(cp);
+    if (e->thread)
+        glp_free_env();
+    return NULL;
+}
+
+/* Candidate t of a round judged into val[t] (HUGE_VAL where it has no optimum); a worker whose
+ * thread cannot start runs on the caller's thread. */
+static void exch_round(glp_prob *cp, const struct inst *in, const struct cols *c, const int *map,
+                       const int *hb, const int (*cand)[3], long n, double *val)
+{
+    struct exch e[MAP_WORKERS];
+    pthread_t th[MAP_WORKERS];
+    for (long t = 0; t < n; t++)
+        val[t] = HUGE_VAL;
+    for (int w = 0; w < MAP_WORKERS; w++) {
+        e[w] = (struct exch){.src = cp, .in = in, .c = c, .map = map, .hb = hb, .cand = cand,
+                             .val = val, .n = n, .w = w, .thread = 1};
+        e[w].thread = pthread_create(&th[w], NULL, exch_run, &e[w]) == 0;
+    }
+    for (int w = 0; w < MAP_WORKERS; w++)
+        if (e[w].thread)
+            pthread_join(th[w], NULL);
+    for (int w = 0; w < MAP_WORKERS; w++)
+        if (!e[w].thread)
+            exch_run(&e[w]);
+}
+
 double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
                       const double *layout, long lps, int *map, int *hb)
 {
@@ -559,33 +643,33 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
         vb = flip_placement(cp, in, c, hb, vb, &left, NULL);
     /* Steepest descent over exchanges of two slots' GPUs, each judged at the best placement
      * so far, which is then improved by flips on the mapping chosen. */
-    while (vb < HUGE_VAL && left > 0) {
-        int bi = -1, bj = -1, hn[MPRESS_MAX_GPUS];
+    long most = (long)N * (N - 1) / 2 * (N + 1);
+    int(*cand)[3] = malloc(sizeof(*cand) * (size_t)most);
+    double *val = malloc(sizeof(double) * (size_t)most);
+    while (cand && val && vb < HUGE_VAL && left > 0) {
+        long n = 0;
+        for (int i = 0; i < N && n < left; i++)
+            for (int j = i + 1; j < N && n < left; j++)
+                for (int f = -1; f < N && n < left; f++, n++)
+                    cand[n][0] = i, cand[n][1] = j, cand[n][2] = f;
+        left -= n;
+        exch_round(cp, in, c, map, hb, (const int(*)[3])cand, n, val);
+        long best = -1;
         double vn = vb;
-        for (int i = 0; i < N && left > 0; i++)
-            for (int j = i + 1; j < N && left > 0; j++) {
-                int t = map[i];
-                map[i] = map[j], map[j] = t;
-                ilp_fix_map(cp, in, c, map);
-                for (int f = -1; f < N && left > 0; f++, left--) {
-                    int h[MPRESS_MAX_GPUS];
-                    memcpy(h, hb, sizeof(h));
-                    if (f >= 0)
-                        h[f] = !h[f];
-                    double v = placement_value(cp, in, c, h);
-                    if (v < vn * (1 - 1e-9))
-                        vn = v, bi = i, bj = j, memcpy(hn, h, sizeof(h));
-                }
-                map[j] = map[i], map[i] = t;
-            }
-        if (bi < 0)
+        for (long t = 0; t < n; t++)
+            if (val[t] < vn * (1 - 1e-9))
+                vn = val[t], best = t;
+        if (best < 0)
             break;
-        int t = map[bi];
-        map[bi] = map[bj], map[bj] = t;
+        int i = cand[best][0], j = cand[best][1], f = cand[best][2], t = map[i];
+        map[i] = map[j], map[j] = t;
         ilp_fix_map(cp, in, c, map);
-        memcpy(hb, hn, sizeof(hn));
+        if (f >= 0)
+            hb[f] = !hb[f];
         vb = flip_placement(cp, in, c, hb, vn, &left, NULL);
     }
+    free(cand);
+    free(val);
     glp_delete_prob(cp);
     return vb;
 }
