@@ -600,18 +600,20 @@ static void *exch_run(void *arg)
 }
 
 /* Candidate t of a round judged into val[t] (HUGE_VAL where it has no optimum); a worker whose
- * thread cannot start runs on the caller's thread. */
+ * thread cannot start runs on the caller's thread, after the others, in the same order. */
 static void exch_round(glp_prob *cp, const struct inst *in, const struct cols *c, const int *map,
                        const int *hb, const int (*cand)[3], long n, double *val)
 {
     struct exch e[MAP_WORKERS];
     pthread_t th[MAP_WORKERS];
+    /* A GLPK built without thread-local environments shares one among threads: no threads. */
+    int threads = glp_config("TLS") != NULL;
     for (long t = 0; t < n; t++)
         val[t] = HUGE_VAL;
     for (int w = 0; w < MAP_WORKERS; w++) {
         e[w] = (struct exch){.src = cp, .in = in, .c = c, .map = map, .hb = hb, .cand = cand,
                              .val = val, .n = n, .w = w, .thread = 1};
-        e[w].thread = pthread_create(&th[w], NULL, exch_run, &e[w]) == 0;
+        e[w].thread = threads && pthread_create(&th[w], NULL, exch_run, &e[w]) == 0;
     }
     for (int w = 0; w < MAP_WORKERS; w++)
         if (e[w].thread)
