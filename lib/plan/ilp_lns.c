@@ -612,8 +612,10 @@ static void exch_round(glp_prob *cp, const struct inst *in, const struct cols *c
         val[t] = HUGE_VAL;
     for (int w = 0; w < MAP_WORKERS; w++) {
         e[w] = (struct exch){.src = cp, .in = in, .c = c, .map = map, .hb = hb, .cand = cand,
-                             .val = val, .n = n, .w = w, .thread = 1};
-        e[w].thread = threads && pthread_create(&th[w], NULL, exch_run, &e[w]) == 0;
+                             .val = val, .n = n, .w = w, .thread = threads};
+        /* written only where no thread started, which would read it */
+        if (threads && pthread_create(&th[w], NULL, exch_run, &e[w]) != 0)
+            e[w].thread = 0;
     }
     for (int w = 0; w < MAP_WORKERS; w++)
         if (e[w].thread)
