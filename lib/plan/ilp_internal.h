@@ -134,7 +134,7 @@ struct cols {
 #define ILP_BOUND_ONLY 2
 /* Without the most-blocks column (tests/plan/test_most.c compares the MILP without it). */
 #define ILP_NO_MOST 4
-/* The mapping fixed to the one ilp_map_search finds on a guide's partition (plan_second_search
+/* The mapping fixed to the one ilp_map_search finds from a guide's partition (plan_second_search
  * gives the guide), and the placement branched on first as where the mapping is fixed. */
 #define ILP_MAP_SEARCH 8
 /* The first of the three searches on a direct fabric with host optimizers on several sockets
@@ -244,19 +244,20 @@ double *ilp_placement_search(glp_prob *lp, const struct inst *in, const struct c
                              const double *start, long nodes, long per_slot,
                              struct ilp_ls_stats *st);
 
-/* On a decided mapping with host optimizers (ilp_lns.c explains): on layout's partition, the
- * mapping, from layout's, whose relaxation is least over the optimizer placements tried
- * (thresholds, then flips; then exchanges of two slots' GPUs, steepest first, each followed
- * by flips), within `lps` LP solves. The mapping in map ([slot] = GPU) and its value
- * (HUGE_VAL when no relaxation has an optimum). */
+/* On a decided mapping with host optimizers (ilp_lns.c explains): from layout's partition and
+ * mapping, the partition and mapping whose relaxation is least over the optimizer placements
+ * tried (thresholds, then flips; then, in turn, rounds of exchanges of two slots' GPUs and
+ * rounds of blocks passed between slots, steepest first, each move followed by flips), within
+ * `lps` LP solves. The mapping in map ([slot] = GPU), the placement in hb, the partition in u
+ * (blocks in slots 0..k) and its value (HUGE_VAL when no relaxation has an optimum). */
 double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
-                      const double *layout, long lps, int *map, int *hb);
-/* A plan on layout's partition with the mapping map and the optimizer placement h: relax and
- * fix, slot by slot within per_slot nodes and `nodes` in all (*used: the nodes taken). The
- * plan as a checked vector of lp (malloc'd), or NULL. */
+                      const double *layout, long lps, int *map, int *hb, int *u);
+/* A plan on partition u with the mapping map and the optimizer placement h (layout's other
+ * columns as a guide): relax and fix, slot by slot within per_slot nodes and `nodes` in all
+ * (*used: the nodes taken). The plan as a checked vector of lp (malloc'd), or NULL. */
 double *ilp_map_start(glp_prob *lp, const struct inst *in, const struct cols *c,
-                      const double *layout, const int *map, const int *h, long per_slot,
-                      long nodes, long *used);
+                      const double *layout, const int *u, const int *map, const int *h,
+                      long per_slot, long nodes, long *used);
 /* Fixes every mapping column of lp to the permutation map (slot k on GPU map[k]). */
 void ilp_fix_map(glp_prob *lp, const struct inst *in, const struct cols *c, const int *map);
 

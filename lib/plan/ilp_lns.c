@@ -555,13 +555,34 @@ struct exch {
     glp_prob *src; /* the round's problem, only read while the workers run */
     const struct inst *in;
     const struct cols *c;
-    const int *map, *hb;  /* the round's mapping and placement */
-    const int (*cand)[3]; /* exchange slots cand[t][0] and [1], flip slot [2] (-1: none) */
+    const int *map, *hb, *u; /* the round's mapping, placement and partition */
+    /* cand[t][0] >= 0: exchange slots cand[t][0] and [1], flip slot [2] (-1: none);
+     * cand[t][0] = -1: move the boundaries after slots [1]..[2] by one block (-2: back) */
+    const int (*cand)[3];
     double *val;          /* [t]: candidate t's relaxation, HUGE_VAL until judged */
     long n;
     int w, thread; /* worker w; thread: on a thread (an environment) of its own */
     jmp_buf jump;
 };
+
+/* u with the boundaries after slots mv[1]..mv[2] moved one block later (mv[0] = -1: a block
+ * of slot mv[2] + 1 taken into slot mv[1]) or earlier (-2: a block of slot mv[1] given to
+ * slot mv[2] + 1), into v. */
+static void shifted(const int *u, int N, const int *mv, int *v)
+{
+    memcpy(v, u, sizeof(*v) * (size_t)N);
+    for (int k = mv[1]; k <= mv[2]; k++)
+        v[k] += mv[0] == -1 ? 1 : -1;
+}
+
+/* Every slot of partition v holds a block. */
+static int every_slot_used(const int *v, int N)
+{
+    for (int k = 0; k < N; k++)
+        if (v[k] <= (k ? v[k - 1] : 0))
+            return 0;
+    return 1;
+}
 
 static void exch_error(void *info)
 {
@@ -587,6 +608,14 @@ static void *exch_run(void *arg)
         memcpy(m, e->map, sizeof(*m) * (size_t)N);
         memcpy(h, e->hb, sizeof(*h) * (size_t)N);
         int i = e->cand[t][0], j = e->cand[t][1], f = e->cand[t][2];
+        if (i < 0) {
+            int v[MPRESS_MAX_GPUS];
+            shifted(e->u, N, e->cand[t], v);
+            fix_partition(cp, e->in, e->c, v, 0, 1, NULL);
+            e->val[t] = placement_value(cp, e->in, e->c, h);
+            fix_partition(cp, e->in, e->c, e->u, 0, 1, NULL);
+            continue;
+        }
         m[i] = e->map[j], m[j] = e->map[i];
         if (f >= 0)
             h[f] = !h[f];
@@ -602,7 +631,7 @@ static void *exch_run(void *arg)
 /* Candidate t of a round judged into val[t] (HUGE_VAL where it has no optimum); a worker whose
  * thread cannot start runs on the caller's thread, after the others, in the same order. */
 static void exch_round(glp_prob *cp, const struct inst *in, const struct cols *c, const int *map,
-                       const int *hb, const int (*cand)[3], long n, double *val)
+                       const int *hb, const int *u, const int (*cand)[3], long n, double *val)
 {
     struct exch e[MAP_WORKERS];
     pthread_t th[MAP_WORKERS];
@@ -611,8 +640,8 @@ static void exch_round(glp_prob *cp, const struct inst *in, const struct cols *c
     for (long t = 0; t < n; t++)
         val[t] = HUGE_VAL;
     for (int w = 0; w < MAP_WORKERS; w++) {
-        e[w] = (struct exch){.src = cp, .in = in, .c = c, .map = map, .hb = hb, .cand = cand,
-                             .val = val, .n = n, .w = w, .thread = threads};
+        e[w] = (struct exch){.src = cp, .in = in, .c = c, .map = map, .hb = hb, .u = u,
+                             .cand = cand, .val = val, .n = n, .w = w, .thread = threads};
         /* written only where no thread started, which would read it */
         if (threads && pthread_create(&th[w], NULL, exch_run, &e[w]) != 0)
             e[w].thread = 0;
@@ -625,11 +654,20 @@ static void exch_round(glp_prob *cp, const struct inst *in, const struct cols *c
             exch_run(&e[w]);
 }
 
+/* The best of the n candidates judged into val, improving on vb; -1 when none does. */
+static long best_candidate(const double *val, long n, double vb)
+{
+    long best = -1;
+    for (long t = 0; t < n; t++)
+        if (val[t] < vb * (1 - 1e-9))
+            vb = val[t], best = t;
+    return best;
+}
+
 double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
-                      const double *layout, long lps, int *map, int *hb)
+                      const double *layout, long lps, int *map, int *hb, int *u)
 {
     const int N = in->N;
-    int u[MPRESS_MAX_GPUS];
     memset(hb, 0, sizeof(*hb) * (size_t)N);
     partition_of(in, c, layout, u);
     for (int k = 0; k < N; k++)
@@ -645,32 +683,53 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
     double vb = least_threshold(cp, in, c, hb, &left, NULL);
     if (vb < HUGE_VAL)
         vb = flip_placement(cp, in, c, hb, vb, &left, NULL);
-    /* Steepest descent over exchanges of two slots' GPUs, each judged at the best placement
-     * so far, which is then improved by flips on the mapping chosen. */
-    long most = (long)N * (N - 1) / 2 * (N + 1);
+    /* Steepest descent, each move judged at the best placement so far, which is then improved
+     * by flips: rounds of exchanges of two slots' GPUs and rounds of block moves (a block
+     * passed from one slot to another, the boundaries between them moved by one), in turn,
+     * until neither finds a lower relaxation. */
+    long most = (long)N * (N - 1) / 2 * (N + 1) + 2L * N * N;
     int(*cand)[3] = malloc(sizeof(*cand) * (size_t)most);
     double *val = malloc(sizeof(double) * (size_t)most);
-    while (cand && val && vb < HUGE_VAL && left > 0) {
+    for (int stale = 0, blocks = 0; cand && val && vb < HUGE_VAL && left > 0 && stale < 2;
+         blocks = !blocks) {
         long n = 0;
-        for (int i = 0; i < N && n < left; i++)
-            for (int j = i + 1; j < N && n < left; j++)
-                for (int f = -1; f < N && n < left; f++, n++)
-                    cand[n][0] = i, cand[n][1] = j, cand[n][2] = f;
+        if (!blocks) {
+            for (int i = 0; i < N && n < left; i++)
+                for (int j = i + 1; j < N && n < left; j++)
+                    for (int f = -1; f < N && n < left; f++, n++)
+                        cand[n][0] = i, cand[n][1] = j, cand[n][2] = f;
+        } else {
+            for (int lo = 0; lo + 1 < N; lo++)
+                for (int hi = lo; hi + 1 < N; hi++)
+                    for (int d = -2; d <= -1 && n < left; d++) {
+                        int v[MPRESS_MAX_GPUS], mv[3] = {d, lo, hi};
+                        shifted(u, N, mv, v);
+                        if (every_slot_used(v, N))
+                            memcpy(cand[n++], mv, sizeof(mv));
+                    }
+        }
         left -= n;
-        exch_round(cp, in, c, map, hb, (const int(*)[3])cand, n, val);
-        long best = -1;
-        double vn = vb;
-        for (long t = 0; t < n; t++)
-            if (val[t] < vn * (1 - 1e-9))
-                vn = val[t], best = t;
-        if (best < 0)
-            break;
-        int i = cand[best][0], j = cand[best][1], f = cand[best][2], t = map[i];
-        map[i] = map[j], map[j] = t;
-        ilp_fix_map(cp, in, c, map);
-        if (f >= 0)
-            hb[f] = !hb[f];
-        vb = flip_placement(cp, in, c, hb, vn, &left, NULL);
+        exch_round(cp, in, c, map, hb, u, (const int(*)[3])cand, n, val);
+        long best = best_candidate(val, n, vb);
+        if (best < 0) {
+            stale++;
+            continue;
+        }
+        stale = 0;
+        int i = cand[best][0], j = cand[best][1], f = cand[best][2];
+        if (blocks) {
+            int v[MPRESS_MAX_GPUS];
+            shifted(u, N, cand[best], v);
+            memcpy(u, v, sizeof(v));
+            fix_partition(cp, in, c, u, 0, 1, NULL);
+        } else {
+            int t = map[i];
+            map[i] = map[j], map[j] = t;
+            ilp_fix_map(cp, in, c, map);
+            if (f >= 0)
+                hb[f] = !hb[f];
+        }
+        vb = flip_placement(cp, in, c, hb, val[best], &left, NULL);
     }
     free(cand);
     free(val);
@@ -679,11 +738,11 @@ double ilp_map_search(glp_prob *lp, const struct inst *in, const struct cols *c,
 }
 
 double *ilp_map_start(glp_prob *lp, const struct inst *in, const struct cols *c,
-                      const double *layout, const int *map, const int *h, long per_slot,
-                      long nodes, long *used)
+                      const double *layout, const int *u, const int *map, const int *h,
+                      long per_slot, long nodes, long *used)
 {
     const int N = in->N;
-    int n = glp_get_num_cols(lp), u[MPRESS_MAX_GPUS];
+    int n = glp_get_num_cols(lp);
     *used = 0;
     double *x = malloc(sizeof(double) * (size_t)(n + 1));
     if (!x)
@@ -692,7 +751,6 @@ double *ilp_map_start(glp_prob *lp, const struct inst *in, const struct cols *c,
     for (int k = 0; k < N; k++)
         for (int g = 0; g < N; g++)
             x[c->x[IX2(k, g, N)]] = g == map[k];
-    partition_of(in, c, x, u);
     double *v = relax_fix_restricted(lp, in, c, u, h, x, per_slot, nodes, 1, used);
     free(x);
     return v;

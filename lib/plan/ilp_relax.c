@@ -138,11 +138,14 @@ static int mapping_search_follows(const struct mpress_topology *topo)
 
 /* After the mapping-free bound's search, where the gap is still open with optimizer states
  * that may go to the host on several sockets: the plan with the mapping fixed to the one
- * ilp_map_search finds on the relaxed plan's partition (rel, moved back onto this server's
+ * ilp_map_search finds from the relaxed plan's partition (rel, moved back onto this server's
  * GPUs through plan's mapping), when it is faster. gpt3-13b on dgx1: the first search keeps
  * 8.4910 s, with six host steps queued on two sockets; on the relaxed plan's partition two
- * host steps on either socket give 7.53 s (docs/benchmarks.md, "The mapping search"). Only
- * its plan counts: its bound is that of one mapping. */
+ * host steps on either socket give 7.53 s (docs/benchmarks.md, "The mapping search"). On
+ * gpt-20b at 32 micro-batches the search also moves blocks between slots: 22.6358 s on the
+ * relaxed plan's even partition, 22.4030 s on 11, 11, 12, 12, 12, 13, 13, 12 layers
+ * (docs/benchmarks.md, "The mapping search moves blocks"). Only its plan counts: its bound is
+ * that of one mapping. */
 static void map_search(const struct mpress_profile *p, const struct mpress_topology *topo,
                        const struct mpress_plan_options *o, const struct mpress_assignment *rel,
                        int rel_same_gpus, struct mpress_assignment *plan,

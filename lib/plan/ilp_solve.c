@@ -580,8 +580,9 @@ static int first_plan(struct solve *sv, const struct mpress_profile *p,
 }
 
 /* ILP_MAP_SEARCH: the mapping columns of the problem fixed to the mapping ilp_map_search
- * finds from the guide's partition and mapping; 1 when the guide gives no partition or no
- * relaxation has an optimum. */
+ * finds from the guide's partition and mapping, and the start made by relax and fix on the
+ * partition it moved to; 1 when the guide gives no partition or no relaxation has an
+ * optimum. */
 static int map_fix(struct solve *sv, const struct inst *in, const struct mpress_profile *p,
                    const struct mpress_plan_options *o)
 {
@@ -589,20 +590,21 @@ static int map_fix(struct solve *sv, const struct inst *in, const struct mpress_
     free(ilp_warm_vector(sv->m.lp, in, &sv->cols, p, sv->guide, &sv->sym, &lay));
     if (!lay)
         return 1;
-    int map[MPRESS_MAX_GPUS], hb[MPRESS_MAX_GPUS];
-    /* Two rounds of exchanges, each pair at N + 1 placements, with their flips (561 LP
-     * solves on 8 GPUs), within the node limit (at most 5000). */
+    int map[MPRESS_MAX_GPUS], hb[MPRESS_MAX_GPUS], u[MPRESS_MAX_GPUS];
+    /* As many LP solves as three rounds of exchanges, each pair at N + 1 placements, with
+     * their flips (837 on 8 GPUs), within the node limit (at most 5000); the rounds of block
+     * moves between them take theirs from the same count. */
     long n = in->N, lim = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
-    long lps = 2 * (n * (n - 1) / 2 * (n + 1) + 3 * n) + n + 1;
+    long lps = 3 * (n * (n - 1) / 2 * (n + 1) + 3 * n) + n + 1;
     lps = lps < lim ? lps : lim;
-    double v = ilp_map_search(sv->m.lp, in, &sv->cols, lay, lps, map, hb);
+    double v = ilp_map_search(sv->m.lp, in, &sv->cols, lay, lps, map, hb, u);
     if (!(v < HUGE_VAL)) {
         free(lay);
         return 1;
     }
     ilp_fix_map(sv->m.lp, in, &sv->cols, map);
-    sv->map_start = ilp_map_start(sv->m.lp, in, &sv->cols, lay, map, hb, lim / 5, lim * 2 / 5,
-                                  &sv->map_nodes);
+    sv->map_start = ilp_map_start(sv->m.lp, in, &sv->cols, lay, u, map, hb, lim / 5,
+                                  lim * 2 / 5, &sv->map_nodes);
     free(lay);
     return 0;
 }
