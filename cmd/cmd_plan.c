@@ -37,8 +37,10 @@ static void help(void)
            "                        partition, recompute everything), swap (even partition,\n"
            "                        everything to host), none (even partition, save nothing)\n"
            "  --time-limit S        stop the MILP after S seconds with the best plan so far\n"
-           "                        and its bound and gap (wall clock: not reproducible)\n"
-           "  --node-limit N        stop the MILP after N branch-and-bound nodes (default 5000;\n"
+           "                        and its bound and gap (wall clock: not reproducible)\n",
+           MPRESS_DEFAULT_MODEL);
+    /* Two calls: one string of this length is past what C17 asks compilers to take. */
+    printf("  --node-limit N        stop the MILP after N branch-and-bound nodes (default 5000;\n"
            "                        reproducible, unlike --time-limit; the local searches\n"
            "                        before and after it add at most 1.15 N, N capped at 5000\n"
            "                        (1.55 N on more than 8 GPUs of an NVSwitch server, where\n"
@@ -53,7 +55,12 @@ static void help(void)
            "                        several sockets, a third, as limited, on the mapping\n"
            "                        a search from that MILP's partition picks, which may\n"
            "                        move blocks between stages, from a plan found there\n"
-           "                        in at most 0.4 N nodes more; the first\n"
+           "                        in at most 0.4 N nodes more; where no baseline fits\n"
+           "                        and N is at most 5000, that search starts from the\n"
+           "                        first search's partition in place of the second\n"
+           "                        search, and a last one, as limited, asks the\n"
+           "                        MILP with the sockets whether any plan beats the\n"
+           "                        answer by more than the gap; the first\n"
            "                        search there has half the nodes before branching\n"
            "                        (none where no baseline fits), branches within 500\n"
            "                        nodes (N/10 past 5000; 200 where its gap is still\n"
@@ -69,8 +76,7 @@ static void help(void)
            "                        replaced when it is an mpress plan); '-' for stdout\n\n"
            "The plan records every baseline's predicted iteration time (or that it does not\n"
            "fit). Progress (incumbent, bound, gap) goes to stderr when it is a terminal.\n\n"
-           CLI_EXIT_CODES,
-           MPRESS_DEFAULT_MODEL);
+           CLI_EXIT_CODES);
 }
 
 static void progress(void *ctx, double incumbent, double bound, double gap)

@@ -277,6 +277,14 @@ int ilp_plan_run(const struct mpress_profile *p, const struct mpress_topology *t
                  const struct mpress_assignment *guide, struct mpress_assignment *out,
                  struct mpress_plan_solver *stats, struct mpress_error *err);
 
+/* Whether any plan of topo is faster than cutoff s: branch and bound on the MILP (with
+ * `branch`, as ilp_plan_run) with the row "iteration time <= cutoff" and no start, for a bound
+ * only (stats: bound, nodes, status "cut_off" where the tree proved it; ilp_solve.c,
+ * solve_cutoff). */
+int ilp_plan_cutoff(const struct mpress_profile *p, const struct mpress_topology *topo,
+                    const struct mpress_plan_options *o, int branch, double cutoff,
+                    struct mpress_plan_solver *stats, struct mpress_error *err);
+
 /* Depth-first branch and bound on the whole of lp (no columns fixed, no cut-off) within
  * `nodes` nodes, and at most `after` nodes past its first integer plan, branching by pseudo
  * costs (pch) or Driebeck-Tomlin: the best plan it finds as a checked vector of lp, or NULL;

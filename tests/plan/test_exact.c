@@ -568,7 +568,7 @@ int main(void)
     int warm_started = 0;
     int with_tied_split = 0, with_tied_host = 0, relaxed_bounds = 0, relaxed_below = 0;
     int two_socket_fixed = 0, two_socket_costs = 0, split_queue = 0;
-    int sock_checked = 0, sock_below = 0, sock_above = 0;
+    int sock_checked = 0, cutoff_checked = 0, cutoff_limited = 0, sock_below = 0, sock_above = 0;
     int held_feasible = 0, held_spared_optima = 0;
     long relaxed_checked = 0, sock_assignments = 0;
     for (int inst = 0; inst < instances; inst++) {
@@ -742,6 +742,32 @@ int main(void)
                               inst, mapfree, st.objective);
                     sock_checked++;
                     sock_below += bs.best < b.best * (1 - 1e-6);
+                    /* The certificate search (ilp_plan_cutoff): a cutoff under the optimum
+                     * is proved, one above it is not and bounds at the optimum. */
+                    struct mpress_plan_solver cs;
+                    double under = bs.best * (1 - 1e-3), over = bs.best * (1 + 1e-3);
+                    CHECK_INT(ilp_plan_cutoff(&p, &rts, &o, ILP_SOCKET_FREE, under, &cs, &err),
+                              0);
+                    CHECK_MSG(strcmp(cs.status, "cut_off") == 0 && cs.bound == under,
+                              "instance %d: cutoff %.9g under the optimum %.9g: %s, bound %.9g",
+                              inst, under, bs.best, cs.status, cs.bound);
+                    CHECK_INT(ilp_plan_cutoff(&p, &rts, &o, ILP_SOCKET_FREE, over, &cs, &err),
+                              0);
+                    CHECK_MSG(strcmp(cs.status, "cut_off") != 0 &&
+                                  cs.bound <= bs.best * (1 + 1e-6) + 1e-9 &&
+                                  cs.bound >= bs.best * (1 - o.mip_gap) * (1 - 1e-6) - 1e-9,
+                              "instance %d: cutoff %.9g over the optimum %.9g: %s, bound %.9g",
+                              inst, over, bs.best, cs.status, cs.bound);
+                    /* Stopped at one node, its bound still bounds the optimum. */
+                    struct mpress_plan_options o1 = o;
+                    o1.node_limit = 1;
+                    CHECK_INT(ilp_plan_cutoff(&p, &rts, &o1, ILP_SOCKET_FREE, over, &cs, &err),
+                              0);
+                    CHECK_MSG(cs.bound <= bs.best * (1 + 1e-6) + 1e-9,
+                              "instance %d: cutoff search at one node: %s, bound %.9g above the "
+                              "optimum %.9g", inst, cs.status, cs.bound, bs.best);
+                    cutoff_limited += strcmp(cs.status, "node_limit") == 0;
+                    cutoff_checked++;
                     sock_above += mapfree >= 0 && mapfree < st.objective * (1 - 1e-6);
                     mpress_assignment_finish(&ia);
                 }
@@ -794,6 +820,9 @@ int main(void)
             held_feasible, held_spared_optima);
     CHECK(held_feasible >= 40 && held_spared_optima >= 3);
     CHECK(sock_assignments > 1000 && sock_checked >= 20 && sock_below >= 1 && sock_above >= 1);
+    fprintf(stderr, "certificate search: %d cutoffs proved and refused, %d stopped at one node\n",
+            cutoff_checked, cutoff_limited);
+    CHECK(cutoff_checked == sock_checked && cutoff_limited >= 5);
     CHECK(two_socket_fixed >= 10);
     CHECK(split_queue >= 5);
     CHECK(feasible >= 200);
