@@ -197,8 +197,8 @@ static int intopt(struct solve *sv, const struct inst *in, const struct mpress_p
     parm.presolve = GLP_OFF;
     parm.mip_gap = o->mip_gap;
     if (sv->cutoff > 0) {
-        /* GLPK's cuts: about as many nodes, each twice as slow (docs/benchmarks.md, "The
-         * certificate search"). */
+        /* Without GLPK's cuts: with them about as many nodes, up to three times as long
+         * (docs/benchmarks.md, "The certificate search"). */
         parm.br_tech = GLP_BR_DTH;
     } else if (in->mapped && sv->attempt == 0) {
         parm.br_tech = GLP_BR_PCH;
