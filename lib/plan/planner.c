@@ -133,6 +133,31 @@ static int polish_mapping(const struct mpress_profile *p, const struct mpress_to
     return 0;
 }
 
+/* The MILP's answer a (evaluated: *ev) with its GPUs exchanged pairwise as the warm start's
+ * are (polish_mapping): branch and bound stops within its gap, and where it stopped the
+ * mapping can still be one exchange from a faster plan (docs/benchmarks.md, "The answer's
+ * mapping polished"). A faster plan updates *ev and the solver's objective and gap; the bound
+ * stays, since it bounds every plan. 0, or an error code. */
+static int polish_answer(const struct mpress_profile *p, const struct mpress_topology *topo,
+                         const struct mpress_plan_options *o, struct mpress_assignment *a,
+                         struct mpress_plan_eval *ev, struct mpress_plan_solver *solver,
+                         struct mpress_error *err)
+{
+    double polished = ev->iteration_s;
+    int rc = polish_mapping(p, topo, o, a, &polished, err);
+    if (rc || !(polished < ev->iteration_s))
+        return rc;
+    rc = mpress_plan_evaluate(p, topo, o->schedule, o->micro_batches, a, ev, err);
+    if (rc == 0 && ev->iteration_s < solver->objective) {
+        solver->objective = ev->iteration_s;
+        solver->bound = fmin(solver->bound, solver->objective);
+        solver->gap = (solver->objective - solver->bound) / solver->objective;
+        if (solver->gap <= o->mip_gap && strcmp(solver->status, "node_limit") == 0)
+            snprintf(solver->status, sizeof(solver->status), "gap_reached");
+    }
+    return rc;
+}
+
 /* The MILP's first incumbent: the fastest fitting baseline (*warm its index, -1: none),
  * copied into *start (zeroed when none) and polished (polish_mapping). */
 static int warm_start(const struct mpress_profile *p, const struct mpress_topology *topo,
@@ -262,6 +287,8 @@ int mpress_plan_create(const struct mpress_profile *p, const struct mpress_topol
                                   (unsigned long long)ev.drain_short);
             goto done;
         }
+        if ((rc = polish_answer(p, topo, o, &chosen, &ev, &solver, err)))
+            goto done;
     } else {
         if (!bev[chosen_idx].fits) {
             explain_short(&bev[chosen_idx], mpress_policy_name(baseline_policies[chosen_idx]),
