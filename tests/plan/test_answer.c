@@ -128,7 +128,9 @@ static void node_limit_one(void)
         /* The MILP decides counts per class of interchangeable tensors, so the baseline's
          * actions come back as the same bytes per action, but for its held stage inputs
          * (recomputed from an op of the stage before), which come back kept: keeping one
-         * costs the same memory and no recompute (ilp_warm.c). */
+         * costs the same memory and no recompute (ilp_warm.c); and swaps count as one: the
+         * start's GPU exchanges (planner.c, polish_mapping) turn a D2D swap whose peer loses
+         * its NVLink into a host swap of the same bytes. */
         uint64_t bytes[2][MPRESS_N_ACTIONS] = {{0}};
         int held = 0;
         for (int w = 0; w < 2; w++) {
@@ -143,6 +145,8 @@ static void node_limit_one(void)
                     kind = MPRESS_ACTION_KEEP;
                     held++;
                 }
+                if (kind == MPRESS_ACTION_D2D_SWAP)
+                    kind = MPRESS_ACTION_HOST_SWAP;
                 bytes[w][kind] += ts->bytes;
             }
         }
