@@ -229,7 +229,6 @@ static void certify(const struct mpress_profile *p, const struct mpress_topology
     double cut = solver->objective * (1 - o->mip_gap);
     struct mpress_plan_options so = *o;
     so.dump_lp = NULL;
-    so.warm_start = NULL;
     so.node_limit = o->node_limit > 0 && o->node_limit < 5000 ? o->node_limit : 5000;
     struct bound_progress bp = {.o = o, .objective = solver->objective, .bound = solver->bound};
     if (o->progress) {
@@ -281,13 +280,7 @@ int plan_second_search(const struct mpress_profile *p, const struct mpress_topol
          * mapping-free search took 5,751 nodes for a relaxed plan of 25.28 s and a bound the
          * certificate replaces; the mapping search finds the same plan from either
          * partition. */
-        if (mpress_assignment_init(&warm, p, err))
-            return MPRESS_ESYSTEM;
-        warm.n_stages = plan->n_stages;
-        memcpy(warm.stages, plan->stages, sizeof(warm.stages));
-        memcpy(warm.actions, plan->actions, sizeof(*warm.actions) * (size_t)warm.n_actions);
-        map_search(p, topo, o, &warm, 1, plan, solver);
-        mpress_assignment_finish(&warm);
+        map_search(p, topo, o, plan, 1, plan, solver); /* its guide is made before plan moves */
         certify(p, topo, o, solver);
         return 0;
     }

@@ -88,6 +88,14 @@ static int exchange_gpus(struct mpress_assignment *a, int ga, int gb)
     return used;
 }
 
+/* d made a copy of s (both initialised for the same profile). */
+static void copy_assignment(struct mpress_assignment *d, const struct mpress_assignment *s)
+{
+    d->n_stages = s->n_stages;
+    memcpy(d->stages, s->stages, sizeof(d->stages));
+    memcpy(d->actions, s->actions, sizeof(*d->actions) * (size_t)d->n_actions);
+}
+
 /* a's D2D swaps whose peers an exchange of GPUs left without an NVLink to the tensor's stage,
  * turned into host swaps at the same ops: the bytes leave the stage's GPU as before, over PCIe
  * instead. Without it such an exchange is no plan; with it the default job's polished start
@@ -114,9 +122,10 @@ static void lost_peers_to_host(const struct mpress_profile *p, const struct mpre
 /* The warm start with two of its GPUs exchanged while that makes it faster and it still fits
  * (steepest descent, at most 16 rounds). The baselines map stages along NVLink rings, which
  * leaves the tied word matrix's exchange between the first and last stage on whatever pair
- * the ring ends on. On the default job this takes greedy from 4.0247 s to 4.0090 s; with the
- * short local search from it (ilp_solve.c, pre_search) branch and bound closes the gap in 364
- * nodes, against 2,437 with this alone and 2,461 with neither. Direct fabrics only: NVSwitch
+ * the ring ends on. On the default job this takes greedy from 4.0247 s to 3.9994 s (4.0090 s
+ * before lost_peers_to_host); with the short local search from it (ilp_solve.c, pre_search)
+ * branch and bound closed the gap in 364 nodes when measured, against 2,437 with this alone
+ * and 2,461 with neither. Direct fabrics only: NVSwitch
  * servers fix the MILP's mapping. 0, or MPRESS_ESYSTEM. */
 static int polish_mapping(const struct mpress_profile *p, const struct mpress_topology *topo,
                           const struct mpress_plan_options *o, struct mpress_assignment *a,
@@ -133,9 +142,7 @@ static int polish_mapping(const struct mpress_profile *p, const struct mpress_to
         double best = *best_s;
         for (int ga = 0; ga < G; ga++)
             for (int gb = ga + 1; gb < G; gb++) {
-                t.n_stages = a->n_stages;
-                memcpy(t.stages, a->stages, sizeof(t.stages));
-                memcpy(t.actions, a->actions, sizeof(*t.actions) * (size_t)t.n_actions);
+                copy_assignment(&t, a);
                 if (!exchange_gpus(&t, ga, gb))
                     continue;
                 lost_peers_to_host(p, topo, &t);
@@ -156,14 +163,6 @@ static int polish_mapping(const struct mpress_profile *p, const struct mpress_to
     }
     mpress_assignment_finish(&t);
     return 0;
-}
-
-/* d made a copy of s (both initialised for the same profile). */
-static void copy_assignment(struct mpress_assignment *d, const struct mpress_assignment *s)
-{
-    d->n_stages = s->n_stages;
-    memcpy(d->stages, s->stages, sizeof(d->stages));
-    memcpy(d->actions, s->actions, sizeof(*d->actions) * (size_t)d->n_actions);
 }
 
 /* t's stage k made to end at the previous (dir < 0) or next (dir > 0) allowed cut, the next
@@ -326,9 +325,7 @@ static int warm_start(const struct mpress_profile *p, const struct mpress_topolo
     double start_s = bev[*warm].iteration_s;
     if (mpress_assignment_init(start, p, err))
         return MPRESS_ESYSTEM;
-    start->n_stages = b->n_stages;
-    memcpy(start->stages, b->stages, sizeof(start->stages));
-    memcpy(start->actions, b->actions, sizeof(*start->actions) * (size_t)start->n_actions);
+    copy_assignment(start, b);
     int rc = polish_mapping(p, topo, o, start, &start_s, err);
     if (rc)
         mpress_assignment_finish(start);
