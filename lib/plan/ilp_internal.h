@@ -7,6 +7,7 @@
 #define MPRESS_PLAN_ILP_INTERNAL_H
 
 #include <glpk.h>
+#include <stdatomic.h>
 
 #include "plan_internal.h"
 
@@ -284,6 +285,51 @@ int ilp_plan_run(const struct mpress_profile *p, const struct mpress_topology *t
 int ilp_plan_cutoff(const struct mpress_profile *p, const struct mpress_topology *topo,
                     const struct mpress_plan_options *o, int branch, double cutoff,
                     struct mpress_plan_solver *stats, struct mpress_error *err);
+
+/* ---- the certificate search (ilp_solve.c, ilp_cutoff.c) --------------------------------- */
+
+/* How a certificate search's tree (or one of its subtrees) ended: no plan below the cutoff,
+ * its best plan below it, at its node limit, at its time limit; ilp_cut_status names them
+ * as stats->status does. */
+enum { ILP_CUT_OFF, ILP_CUT_PLAN, ILP_CUT_NODES, ILP_CUT_TIME };
+extern const char *const ilp_cut_status[];
+
+/* One subtree's branch and bound. In: tm_lim_s (> 0: its time limit), work and work_limit
+ * (it adds its nodes to *work as it goes and stops once *work passes work_limit). Out: nodes,
+ * kind (ILP_CUT_*), bound (on its tree's plans). */
+struct ilp_leaf_run {
+    double tm_lim_s;
+    atomic_long *work;
+    long work_limit;
+    long nodes;
+    int kind;
+    double bound;
+};
+
+/* Below this node limit the certificate search is one tree (ilp_solve.c, solve_cutoff). */
+#define ILP_CUT_SPLIT_MIN 1000
+/* The threads searching the subtrees: 0 (the default) as many as the machine has CPUs, at
+ * most 8; n > 0 that many (the outcome is the same for every count); -1 none, the one tree
+ * searched instead. For tests. */
+extern int ilp_cutoff_threads;
+
+/* Solves lp's relaxation (the attempts: ilp_solve.c): GLP_OPT, or the last attempt's status. */
+int ilp_root_relaxation(glp_prob *lp);
+
+/* Branch and bound on lp (with its cutoff row; its relaxation is solved first) as the
+ * certificate search runs it, first ranks in first (as ilp_solve.c branches), within r's
+ * limits: 0, or -1 where its relaxation has no optimum or GLPK fails (ilp_solve.c). */
+int ilp_cutoff_bb(glp_prob *lp, const struct inst *in, const unsigned char *first, double cutoff,
+                  const struct mpress_plan_options *o, struct ilp_leaf_run *r);
+
+/* The certificate search on lp (with its cutoff row, its relaxation solved) as subtrees
+ * searched side by side (ilp_cutoff.c): 0 with stats' status, bound and nodes when they end
+ * within the node limit together (or at the time limit); 1 when its root cannot be split or
+ * they pass the node limit (stats->nodes: the limit), and the caller searches the one tree;
+ * -1 when memory runs out. */
+int ilp_cutoff_split(glp_prob *lp, const struct inst *in, const unsigned char *first,
+                     double cutoff, const struct mpress_plan_options *o,
+                     struct mpress_plan_solver *stats);
 
 /* Depth-first branch and bound on the whole of lp (no columns fixed, no cut-off) within
  * `nodes` nodes, and at most `after` nodes past its first integer plan, branching by pseudo

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,10 @@ struct cb_ctx {
     int n_cols;
     long first_nodes;     /* ... within the first first_nodes nodes of the tree */
     long cap;             /* > 0: branch and bound's node limit instead of o's */
+    int first_short;      /* the first of three searches: it may give up at ILP_FIRST_LOOK */
+    atomic_long *work; /* a subtree of the certificate search (ilp_cutoff.c): the nodes of */
+    long work_limit;   /* ... all subtrees, counted as they come; it stops past work_limit */
+    long counted;      /* ... its own nodes counted in *work so far */
 };
 
 /* Branching, within the first half of the node limit: a partition column (w, f: how many
@@ -150,7 +155,15 @@ static void ilp_callback(glp_tree *tree, void *info)
     /* The first of three searches gives up early where it cannot close the gap: past
      * ILP_FIRST_LOOK nodes with a gap above ILP_FIRST_FAR, its plan is only the next search's
      * start (plan_first_search). */
-    if (c->cap > 0 && reason == GLP_ISELECT && t_cnt >= ILP_FIRST_LOOK && have &&
+    if (c->work) {
+        long all = atomic_fetch_add(c->work, t_cnt - c->counted) + (t_cnt - c->counted);
+        c->counted = t_cnt;
+        if (all > c->work_limit) {
+            glp_ios_terminate(tree);
+            return;
+        }
+    }
+    if (c->first_short && reason == GLP_ISELECT && t_cnt >= ILP_FIRST_LOOK && have &&
         glp_ios_mip_gap(tree) > ILP_FIRST_FAR) {
         c->stopped_by_nodes = 1;
         glp_ios_terminate(tree);
@@ -189,18 +202,19 @@ struct solve {
  * cost them on a case perturbed by rounding. With the mapping fixed (NVSwitch):
  * Driebeck-Tomlin branching with MIR, Gomory and cover cuts; Gomory and cover cuts together
  * narrow most node-limited gaps (gpt-20b on 16 GPUs: 21 % -> 17 %), neither does alone. */
-static int intopt(struct solve *sv, const struct inst *in, const struct mpress_plan_options *o)
+static int intopt_on(glp_prob *lp, struct cb_ctx *cb, int cut, int attempt, const struct inst *in,
+                     const struct mpress_plan_options *o)
 {
     glp_iocp parm;
     glp_init_iocp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
     parm.presolve = GLP_OFF;
     parm.mip_gap = o->mip_gap;
-    if (sv->cutoff > 0) {
+    if (cut) {
         /* Without GLPK's cuts: with them about as many nodes, up to three times as long
          * (docs/benchmarks.md, "The certificate search"). */
         parm.br_tech = GLP_BR_DTH;
-    } else if (in->mapped && sv->attempt == 0) {
+    } else if (in->mapped && attempt == 0) {
         parm.br_tech = GLP_BR_PCH;
     } else if (in->mapped) {
         /* GLPK's pseudo-cost branching can fail inside (glpios09.c asserts 'dx != 0.0' when a
@@ -219,8 +233,13 @@ static int intopt(struct solve *sv, const struct inst *in, const struct mpress_p
     parm.tol_int = 1e-10;
     parm.tm_lim = o->time_limit_s > 0 ? (int)fmin(o->time_limit_s * 1000.0, 2e9) : INT32_MAX;
     parm.cb_func = ilp_callback;
-    parm.cb_info = &sv->cb;
-    return glp_intopt(sv->m.lp, &parm);
+    parm.cb_info = cb;
+    return glp_intopt(lp, &parm);
+}
+
+static int intopt(struct solve *sv, const struct inst *in, const struct mpress_plan_options *o)
+{
+    return intopt_on(sv->m.lp, &sv->cb, sv->cutoff > 0, sv->attempt, in, o);
 }
 
 /* The status, objective, bound and gap of a finished glp_intopt that has a solution. */
@@ -261,7 +280,7 @@ static void solve_stats(const struct solve *sv, const struct mpress_plan_options
  * primal then the dual simplex, and then by the exact (rational) simplex, whose verdict is
  * about the rows as stored rather than as rounding in the floating-point simplex sees them.
  * Every attempt is deterministic. */
-static int root_relaxation(glp_prob *lp)
+int ilp_root_relaxation(glp_prob *lp)
 {
     glp_smcp sparm;
     glp_init_smcp(&sparm);
@@ -651,8 +670,10 @@ static int build(struct solve *sv, const struct mpress_topology *topo,
     sv->cb.first_nodes = (o->node_limit > 0 ? o->node_limit : 5000) / 2;
     /* The first of three searches: branch and bound within the node limit N up to 500
      * nodes, a tenth of it past 5000. */
-    if ((in->branch & ILP_FIRST_SHORT) && o->node_limit > 500)
+    if ((in->branch & ILP_FIRST_SHORT) && o->node_limit > 500) {
         sv->cb.cap = o->node_limit > 5000 ? o->node_limit / 10 : 500;
+        sv->cb.first_short = 1;
+    }
     stats->rows = glp_get_num_rows(m->lp);
     stats->cols = glp_get_num_cols(m->lp);
     stats->integer_cols = glp_get_num_int(m->lp);
@@ -691,7 +712,7 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     }
     /* The relaxation first, so that glp_intopt can run without its presolver and accept the
      * warm start in the problem's own columns. */
-    int sret = root_relaxation(m->lp);
+    int sret = ilp_root_relaxation(m->lp);
     if (sret != GLP_OPT && warm)
         return answer_warm(p, topo, o, sv, warm, 0, "feasible", out, stats, err);
     if (sret == GLP_NOFEAS) {
@@ -763,6 +784,33 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     return 0;
 }
 
+const char *const ilp_cut_status[] = {"cut_off", "optimal", "node_limit", "time_limit"};
+
+/* The certificate search's outcome after glp_intopt returned ret on lp (root_bound: its
+ * relaxation; cb_bound: the least bound of its open nodes): the bound on plans of lp's tree
+ * and the kind (ILP_CUT_*). */
+static int cutoff_outcome(glp_prob *lp, int ret, double root_bound, double cb_bound, double cutoff,
+                          double mip_gap, double *bound)
+{
+    int status = glp_mip_status(lp);
+    if (ret == 0 && status == GLP_NOFEAS) {
+        *bound = cutoff;
+        return ILP_CUT_OFF;
+    }
+    if (ret == 0 && status == GLP_OPT) {
+        *bound = glp_mip_obj_val(lp);
+        return ILP_CUT_PLAN;
+    }
+    *bound = fmin(fmax(root_bound, cb_bound), cutoff);
+    if (status == GLP_FEAS) {
+        double z = glp_mip_obj_val(lp);
+        if (ret == GLP_EMIPGAP) /* within mip_gap of its plan below the cutoff */
+            *bound = fmax(*bound, z * (1 - mip_gap));
+        *bound = fmin(*bound, z);
+    }
+    return ret == GLP_ETMLIM ? ILP_CUT_TIME : ILP_CUT_NODES;
+}
+
 /* ilp_plan_cutoff's search: in's MILP with the row "iteration time <= cutoff", branch and
  * bound without a start. A tree searched to its end without a plan proves that no plan of
  * in's server is faster than the cutoff (bound: the cutoff); an optimum below it is the bound
@@ -801,7 +849,7 @@ static int solve_cutoff(struct solve *sv, const struct mpress_topology *topo,
     free(ind);
     free(val);
     glp_scale_prob(lp, GLP_SF_AUTO);
-    int sret = root_relaxation(lp);
+    int sret = ilp_root_relaxation(lp);
     stats->nodes = 0;
     if (sret == GLP_NOFEAS) {
         snprintf(stats->status, sizeof(stats->status), "cut_off");
@@ -811,28 +859,46 @@ static int solve_cutoff(struct solve *sv, const struct mpress_topology *topo,
     if (sret != GLP_OPT)
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_simplex failed (status %d)", sret);
     double root_bound = glp_get_obj_val(lp);
+    /* Past ILP_CUT_SPLIT_MIN nodes, subtrees searched side by side (ilp_cutoff.c). */
+    if (o->node_limit <= 0 || o->node_limit >= ILP_CUT_SPLIT_MIN) {
+        int src = ilp_cutoff_split(lp, in, sv->cb.first, sv->cutoff, o, stats);
+        if (src < 0)
+            return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
+        if (src == 0)
+            return 0;
+    }
+    /* stats->nodes: those of subtrees that passed the node limit together, else 0 */
+    long before = stats->nodes;
     int ret = intopt(sv, in, o);
-    int status = glp_mip_status(lp);
-    stats->nodes = sv->cb.nodes;
+    stats->nodes = before + sv->cb.nodes;
     if (ret != 0 && ret != GLP_ETMLIM && ret != GLP_ESTOP && ret != GLP_EMIPGAP)
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_intopt failed (code %d)", ret);
-    if (ret == 0 && status == GLP_NOFEAS) {
-        snprintf(stats->status, sizeof(stats->status), "cut_off");
-        stats->bound = sv->cutoff;
-    } else if (ret == 0 && status == GLP_OPT) {
-        snprintf(stats->status, sizeof(stats->status), "optimal");
-        stats->bound = glp_mip_obj_val(lp);
-    } else {
-        snprintf(stats->status, sizeof(stats->status), "%s",
-                 ret == GLP_ETMLIM ? "time_limit" : "node_limit");
-        stats->bound = fmin(fmax(root_bound, sv->cb.bound), sv->cutoff);
-        if (status == GLP_FEAS) {
-            double z = glp_mip_obj_val(lp);
-            if (ret == GLP_EMIPGAP) /* within mip_gap of its plan below the cutoff */
-                stats->bound = fmax(stats->bound, z * (1 - o->mip_gap));
-            stats->bound = fmin(stats->bound, z);
-        }
-    }
+    int kind = cutoff_outcome(lp, ret, root_bound, sv->cb.bound, sv->cutoff, o->mip_gap,
+                              &stats->bound);
+    snprintf(stats->status, sizeof(stats->status), "%s", ilp_cut_status[kind]);
+    return 0;
+}
+
+/* A subtree's branch and bound (lp with the cutoff row) as the certificate search runs it. */
+int ilp_cutoff_bb(glp_prob *lp, const struct inst *in, const unsigned char *first, double cutoff,
+                  const struct mpress_plan_options *o, struct ilp_leaf_run *r)
+{
+    struct mpress_plan_options lo = *o;
+    lo.progress = NULL; /* the caller reports the subtrees' bound */
+    lo.node_limit = 0;
+    lo.time_limit_s = r->tm_lim_s;
+    struct cb_ctx cb = {.o = &lo, .incumbent = -1, .first = (unsigned char *)first,
+                        .n_cols = glp_get_num_cols(lp), .first_nodes = LONG_MAX,
+                        .work = r->work, .work_limit = r->work_limit};
+    r->nodes = 0;
+    if (ilp_root_relaxation(lp) != GLP_OPT)
+        return -1;
+    double root_bound = glp_get_obj_val(lp);
+    int ret = intopt_on(lp, &cb, 1, 0, in, &lo);
+    if (ret != 0 && ret != GLP_ETMLIM && ret != GLP_ESTOP && ret != GLP_EMIPGAP)
+        return -1;
+    r->nodes = cb.nodes;
+    r->kind = cutoff_outcome(lp, ret, root_bound, cb.bound, cutoff, o->mip_gap, &r->bound);
     return 0;
 }
 

@@ -454,6 +454,65 @@ static void dgx1_mapping_search_moves_blocks(void)
     mpress_profile_finish(&p);
 }
 
+/* The certificate search's subtrees (ilp_cutoff.c) on the one case of the planner matrix that
+ * runs it: gpt-20b on dgx1 at 32 micro-batches, the relaxed server with the real sockets, the
+ * cutoff the planner asks about (1 % under its 22.4030 s plan).
+ * - One thread or three: the same verdict, bound and nodes (the outcome may not depend on the
+ *   machine); the one tree as before reaches the same verdict.
+ * - At 1000 nodes the subtrees do not end within the limit together: the one tree decides,
+ *   with the bound it has alone, and the nodes are the limit plus its own. */
+static void certificate_subtrees(void)
+{
+    struct mpress_profile p;
+    struct mpress_topology t, rt;
+    struct mpress_plan_options o;
+    if (gpt20b_dgx1_mb32(&p, &t, &o))
+        return;
+    CHECK_INT(plan_topology_relax_sockets(&t, &rt), 0);
+    const double cut = 22.1790;
+    const int branch = ILP_BOUND_ONLY | ILP_SOCKET_FREE;
+    struct mpress_plan_solver one, three, tree;
+    struct mpress_error err;
+    memset(&err, 0, sizeof(err));
+    ilp_cutoff_threads = 1;
+    CHECK_INT(ilp_plan_cutoff(&p, &rt, &o, branch, cut, &one, &err), 0);
+    ilp_cutoff_threads = 3;
+    CHECK_INT(ilp_plan_cutoff(&p, &rt, &o, branch, cut, &three, &err), 0);
+    ilp_cutoff_threads = -1;
+    CHECK_INT(ilp_plan_cutoff(&p, &rt, &o, branch, cut, &tree, &err), 0);
+    printf("certificate search at %.4f s: subtrees %s in %ld nodes (one thread), %s in %ld "
+           "(three); one tree %s in %ld\n",
+           cut, one.status, one.nodes, three.status, three.nodes, tree.status, tree.nodes);
+    CHECK_MSG(strcmp(one.status, "cut_off") == 0 && one.bound == cut, "%s, bound %.9g",
+              one.status, one.bound);
+    CHECK_MSG(strcmp(three.status, one.status) == 0 && three.bound == one.bound &&
+                  three.nodes == one.nodes,
+              "three threads: %s, bound %.9g, %ld nodes", three.status, three.bound,
+              three.nodes);
+    CHECK_MSG(strcmp(tree.status, "cut_off") == 0 && tree.bound == cut, "one tree: %s",
+              tree.status);
+    CHECK_MSG(one.nodes <= o.node_limit, "%ld nodes, limit %ld", one.nodes, o.node_limit);
+
+    o.node_limit = ILP_CUT_SPLIT_MIN;
+    struct mpress_plan_solver split_short, tree_short;
+    ilp_cutoff_threads = 0;
+    CHECK_INT(ilp_plan_cutoff(&p, &rt, &o, branch, cut, &split_short, &err), 0);
+    ilp_cutoff_threads = -1;
+    CHECK_INT(ilp_plan_cutoff(&p, &rt, &o, branch, cut, &tree_short, &err), 0);
+    ilp_cutoff_threads = 0;
+    printf("at %ld nodes: %s, bound %.4f s, %ld nodes; the one tree alone %s, %.4f s, %ld\n",
+           o.node_limit, split_short.status, split_short.bound, split_short.nodes,
+           tree_short.status, tree_short.bound, tree_short.nodes);
+    CHECK_MSG(strcmp(split_short.status, "node_limit") == 0 &&
+                  strcmp(tree_short.status, "node_limit") == 0,
+              "%s and %s", split_short.status, tree_short.status);
+    CHECK_MSG(split_short.bound == tree_short.bound &&
+                  split_short.nodes == o.node_limit + tree_short.nodes,
+              "bound %.9g against %.9g, %ld nodes against %ld + %ld", split_short.bound,
+              tree_short.bound, split_short.nodes, o.node_limit, tree_short.nodes);
+    mpress_profile_finish(&p);
+}
+
 /* The first of the three dgx1 searches gives up where its gap is wide (ILP_FIRST_LOOK,
  * ILP_FIRST_FAR): on gpt3-13b its gap after 200 nodes of branch and bound is 17 % from the
  * planner's start and 300 more leave it there (docs/benchmarks.md, "The first search gives up
@@ -566,6 +625,7 @@ int main(void)
     dgx1_beats_greedy();
     dgx1_mapping_search();
     dgx1_mapping_search_moves_blocks();
+    certificate_subtrees();
     first_search_gives_up();
     first_search_from_found_start();
     bound_search_alone();
