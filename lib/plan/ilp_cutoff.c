@@ -2,8 +2,9 @@
  * certificate search"). Its tree proves that no plan is faster than the cutoff by searching
  * every node whose relaxation is below it; which nodes those are hardly depends on the order
  * they are searched in, so the tree can be cut near its root into subtrees that threads search
- * independently. On gpt-20b on dgx1 at 32 micro-batches the one tree took 2,255 nodes and its
- * 16 subtrees 2,238 in all (docs/benchmarks.md, "The certificate search on two cores").
+ * independently. On gpt-20b on dgx1 at 32 micro-batches the one tree takes 2,255 nodes, and
+ * the split and its 16 subtrees 2,279 in all (docs/benchmarks.md, "The certificate search's
+ * subtrees").
  *
  * Deterministic: the subtrees come from a fixed rule (split the subtree of least relaxation on
  * the column ilp_solve.c would branch on first), each is searched to its end in a fresh copy
