@@ -184,6 +184,13 @@ int mpress_assignment_init(struct mpress_assignment *a, const struct mpress_prof
     return 0;
 }
 
+void plan_assignment_copy(struct mpress_assignment *d, const struct mpress_assignment *s)
+{
+    d->n_stages = s->n_stages;
+    memcpy(d->stages, s->stages, sizeof(d->stages));
+    memcpy(d->actions, s->actions, sizeof(*d->actions) * (size_t)d->n_actions);
+}
+
 void mpress_assignment_finish(struct mpress_assignment *a)
 {
     if (!a)

@@ -18,7 +18,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,28 +61,28 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The column ilp_solve.c's branching takes first on lp's relaxation: the lowest rank of
- * `first` with a fractional column, the most fractional of that rank (the lowest column on a
- * tie), else the most fractional integer column; 0 when every integer column is integral. */
-static int split_column(glp_prob *lp, const unsigned char *first)
+const char *const ilp_cut_status[] = {"cut_off", "optimal", "node_limit", "time_limit"};
+
+int ilp_cutoff_outcome(glp_prob *lp, int ret, double root_bound, double cb_bound,
+                       double cutoff, double mip_gap, double *bound)
 {
-    int n = glp_get_num_cols(lp), best = 0, best_rank = 0;
-    double best_frac = 0;
-    for (int j = 1; j <= n; j++) {
-        if (glp_get_col_kind(lp, j) == GLP_CV)
-            continue;
-        double v = glp_get_col_prim(lp, j);
-        double frac = fmin(v - floor(v), ceil(v) - v);
-        if (frac < 1e-9)
-            continue;
-        int rank = first && first[j] ? first[j] : UCHAR_MAX + 1;
-        if (!best || rank < best_rank || (rank == best_rank && frac > best_frac + 1e-12)) {
-            best = j;
-            best_frac = frac;
-            best_rank = rank;
-        }
+    int status = glp_mip_status(lp);
+    if (ret == 0 && status == GLP_NOFEAS) {
+        *bound = cutoff;
+        return ILP_CUT_OFF;
     }
-    return best;
+    if (ret == 0 && status == GLP_OPT) {
+        *bound = glp_mip_obj_val(lp);
+        return ILP_CUT_PLAN;
+    }
+    *bound = fmin(fmax(root_bound, cb_bound), cutoff);
+    if (status == GLP_FEAS) {
+        double z = glp_mip_obj_val(lp);
+        if (ret == GLP_EMIPGAP) /* within mip_gap of its plan below the cutoff */
+            *bound = fmax(*bound, z * (1 - mip_gap));
+        *bound = fmin(*bound, z);
+    }
+    return ret == GLP_ETMLIM ? ILP_CUT_TIME : ILP_CUT_NODES;
 }
 
 /* Column j of lp bounded to [lb, ub] (either may be infinite). */
@@ -115,8 +115,8 @@ static int by_bound(const void *a, const void *b)
 
 /* Cuts lp's tree into at most CUT_LEAVES subtrees whose relaxations are below the cutoff,
  * splitting the one of least relaxation each time; their problems into lv (sorted by
- * relaxation), their count into *n, the nodes solved into *nodes. 0, 1 where a relaxation
- * ends without an optimum or infeasibility (the caller searches one tree), -1 on no memory. */
+ * relaxation), their count into *n, the nodes solved into *nodes. 0, or 1 where a relaxation
+ * ends without an optimum or infeasibility (the caller searches one tree). */
 static int split(glp_prob *lp, const unsigned char *first, double cutoff, struct leaf *lv,
                  int *n, long *nodes)
 {
@@ -134,7 +134,7 @@ static int split(glp_prob *lp, const unsigned char *first, double cutoff, struct
         if (lo < 0)
             break;
         glp_prob *a = lv[lo].lp;
-        int j = split_column(a, first);
+        int j = ilp_first_column(a, NULL, first, 1);
         if (!j) {
             lv[lo].whole = 1;
             continue;
@@ -313,7 +313,7 @@ int ilp_cutoff_split(glp_prob *lp, const struct inst *in, const unsigned char *f
 {
     if (ilp_cutoff_threads < 0)
         return 1;
-    struct leaf *lv = calloc(CUT_LEAVES + 1, sizeof(*lv));
+    struct leaf *lv = calloc(CUT_LEAVES, sizeof(*lv));
     if (!lv)
         return -1;
     int n = 0;

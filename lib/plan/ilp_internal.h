@@ -306,12 +306,29 @@ struct ilp_leaf_run {
     double bound;
 };
 
+/* The certificate search's outcome after glp_intopt returned ret on lp (root_bound: its
+ * relaxation; cb_bound: the least bound of its open nodes): the bound on the plans of lp's
+ * tree into *bound, and its kind (ILP_CUT_*). ilp_cutoff.c. */
+int ilp_cutoff_outcome(glp_prob *lp, int ret, double root_bound, double cb_bound,
+                       double cutoff, double mip_gap, double *bound);
+
 /* Below this node limit the certificate search is one tree (ilp_solve.c, solve_cutoff). */
 #define ILP_CUT_SPLIT_MIN 1000
 /* The threads searching the subtrees: 0 (the default) as many as the machine has CPUs, at
  * most 8; n > 0 that many (the outcome is the same for every count); -1 none, the one tree
  * searched instead. For tests. */
 extern int ilp_cutoff_threads;
+
+/* The column branching takes first on lp's relaxation (ilp_solve.c, branch_partition_first):
+ * the lowest rank of `first` (NULL: none ranked) with a fractional column, the most
+ * fractional of that rank, the lowest column on a tie; with unranked, the most fractional of
+ * the other integer columns after them. Fractional: as tree can branch on (glp_ios_can_branch),
+ * or without a tree by 1e-9. 0 when there is none. */
+int ilp_first_column(glp_prob *lp, glp_tree *tree, const unsigned char *first, int unranked);
+
+/* Adds to lp the row "objective (without its constant) <= cutoff less the constant", named
+ * "cutoff": only plans faster than cutoff remain. 0, or -1 when memory runs out (ilp_lns.c). */
+int ilp_cutoff_row(glp_prob *lp, double cutoff);
 
 /* Solves lp's relaxation (the attempts: ilp_solve.c): GLP_OPT, or the last attempt's status. */
 int ilp_root_relaxation(glp_prob *lp);

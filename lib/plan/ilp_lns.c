@@ -200,6 +200,31 @@ static int sub_intopt(glp_prob *cp, struct sub_cb *cb, int pch, int dfs, int map
     return glp_intopt(cp, &parm);
 }
 
+int ilp_cutoff_row(glp_prob *lp, double cutoff)
+{
+    int n = glp_get_num_cols(lp), len = 0;
+    int *ind = malloc(sizeof(int) * (size_t)(n + 1));
+    double *val = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!ind || !val) {
+        free(ind);
+        free(val);
+        return -1;
+    }
+    for (int j = 1; j <= n; j++)
+        if (glp_get_obj_coef(lp, j) != 0) {
+            len++;
+            ind[len] = j;
+            val[len] = glp_get_obj_coef(lp, j);
+        }
+    int row = glp_add_rows(lp, 1);
+    glp_set_row_name(lp, row, "cutoff");
+    glp_set_mat_row(lp, row, len, ind, val);
+    glp_set_row_bnds(lp, row, GLP_UP, 0, cutoff - glp_get_obj_coef(lp, 0));
+    free(ind);
+    free(val);
+    return 0;
+}
+
 /* The restricted MILP of lp on partition u, or within delta blocks of it (fix_partition),
  * with x's mapping, cut off at objective `cutoff`, within `nodes` nodes; start: an incumbent to
  * offer (a solution inside the restriction), or NULL. Returns the best plan it finds below the
@@ -209,29 +234,16 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
                                 const double *start, double cutoff, long nodes,
                                 int mapped_settings, int dive, const int *hfix, long *used)
 {
-    int n = glp_get_num_cols(lp);
     glp_prob *cp = glp_create_prob();
     glp_copy_prob(cp, lp, GLP_OFF);
     fix_partition(cp, in, c, u, delta, free_map, x);
     for (int k = 0; hfix && k < in->N; k++)
         fix_col(cp, c->h[k], hfix[k]);
-    /* The cut-off: only plans faster than the best so far are of use. */
-    int *ind = malloc(sizeof(int) * (size_t)(n + 1));
-    double *val = malloc(sizeof(double) * (size_t)(n + 1));
     double *v = NULL;
     *used = 0;
-    if (!ind || !val)
+    /* The cut-off: only plans faster than the best so far are of use. */
+    if (ilp_cutoff_row(cp, cutoff))
         goto out;
-    int len = 0;
-    for (int j = 1; j <= n; j++)
-        if (glp_get_obj_coef(cp, j) != 0) {
-            len++;
-            ind[len] = j;
-            val[len] = glp_get_obj_coef(cp, j);
-        }
-    int row = glp_add_rows(cp, 1);
-    glp_set_row_bnds(cp, row, GLP_UP, 0, cutoff - glp_get_obj_coef(cp, 0));
-    glp_set_mat_row(cp, row, len, ind, val);
     struct sub_cb cb = {.limit = nodes, .heur = start};
     if (sub_intopt(cp, &cb, mapped_settings, dive, mapped_settings) < 0)
         goto out;
@@ -244,8 +256,6 @@ static double *solve_restricted(glp_prob *lp, const struct inst *in, const struc
         v = NULL;
     }
 out:
-    free(ind);
-    free(val);
     glp_delete_prob(cp);
     return v;
 }

@@ -65,23 +65,31 @@ struct cb_ctx {
  * micro-batches kept its 29.64 s start, with the switch it finds 20.35 s (docs/benchmarks.md,
  * "Branching on the partition first"). Deterministic: it reads only node counts and the
  * node's LP solution. */
-static void branch_partition_first(glp_tree *tree, const struct cb_ctx *c)
+int ilp_first_column(glp_prob *lp, glp_tree *tree, const unsigned char *first, int unranked)
 {
-    glp_prob *lp = glp_ios_get_prob(tree);
-    int best = 0, best_rank = 0;
+    int n = glp_get_num_cols(lp), best = 0, best_rank = 0;
     double best_frac = 0;
-    for (int j = 1; j <= c->n_cols; j++) {
-        if (!c->first[j] || !glp_ios_can_branch(tree, j))
+    for (int j = 1; j <= n; j++) {
+        int rank = first && first[j] ? first[j] : unranked ? UCHAR_MAX + 1 : 0;
+        if (!rank)
             continue;
         double v = glp_get_col_prim(lp, j);
         double frac = fmin(v - floor(v), ceil(v) - v);
-        int rank = c->first[j];
+        if (tree ? !glp_ios_can_branch(tree, j)
+                 : glp_get_col_kind(lp, j) == GLP_CV || frac < 1e-9)
+            continue;
         if (!best || rank < best_rank || (rank == best_rank && frac > best_frac + 1e-12)) {
             best = j;
             best_frac = frac;
             best_rank = rank;
         }
     }
+    return best;
+}
+
+static void branch_partition_first(glp_tree *tree, const struct cb_ctx *c)
+{
+    int best = ilp_first_column(glp_ios_get_prob(tree), tree, c->first, 0);
     if (best)
         glp_ios_branch_upon(tree, best, GLP_NO_BRNCH);
 }
@@ -323,9 +331,7 @@ static int answer_warm(const struct mpress_profile *p, const struct mpress_topol
         return rc;
     if (!ev.fits)
         return mpress_error_set(err, MPRESS_ESYSTEM, "the warm start does not fit");
-    out->n_stages = warm->n_stages;
-    memcpy(out->stages, warm->stages, sizeof(out->stages));
-    memcpy(out->actions, warm->actions, sizeof(*out->actions) * (size_t)out->n_actions);
+    plan_assignment_copy(out, warm);
     snprintf(stats->status, sizeof(stats->status), "%s", status);
     stats->objective = ev.iteration_s;
     stats->bound = bound > 0 && bound <= ev.iteration_s ? bound : 0;
@@ -784,33 +790,6 @@ static int solve(struct solve *sv, const struct mpress_profile *p,
     return 0;
 }
 
-const char *const ilp_cut_status[] = {"cut_off", "optimal", "node_limit", "time_limit"};
-
-/* The certificate search's outcome after glp_intopt returned ret on lp (root_bound: its
- * relaxation; cb_bound: the least bound of its open nodes): the bound on plans of lp's tree
- * and the kind (ILP_CUT_*). */
-static int cutoff_outcome(glp_prob *lp, int ret, double root_bound, double cb_bound, double cutoff,
-                          double mip_gap, double *bound)
-{
-    int status = glp_mip_status(lp);
-    if (ret == 0 && status == GLP_NOFEAS) {
-        *bound = cutoff;
-        return ILP_CUT_OFF;
-    }
-    if (ret == 0 && status == GLP_OPT) {
-        *bound = glp_mip_obj_val(lp);
-        return ILP_CUT_PLAN;
-    }
-    *bound = fmin(fmax(root_bound, cb_bound), cutoff);
-    if (status == GLP_FEAS) {
-        double z = glp_mip_obj_val(lp);
-        if (ret == GLP_EMIPGAP) /* within mip_gap of its plan below the cutoff */
-            *bound = fmax(*bound, z * (1 - mip_gap));
-        *bound = fmin(*bound, z);
-    }
-    return ret == GLP_ETMLIM ? ILP_CUT_TIME : ILP_CUT_NODES;
-}
-
 /* ilp_plan_cutoff's search: in's MILP with the row "iteration time <= cutoff", branch and
  * bound without a start. A tree searched to its end without a plan proves that no plan of
  * in's server is faster than the cutoff (bound: the cutoff); an optimum below it is the bound
@@ -829,25 +808,8 @@ static int solve_cutoff(struct solve *sv, const struct mpress_topology *topo,
      * 3.05 % where it otherwise proves 1 % in 2,255. */
     sv->cb.first_nodes = LONG_MAX;
     glp_prob *lp = sv->m.lp;
-    int n = glp_get_num_cols(lp), nz = 0;
-    int *ind = malloc(sizeof(int) * (size_t)(n + 1));
-    double *val = malloc(sizeof(double) * (size_t)(n + 1));
-    if (!ind || !val) {
-        free(ind);
-        free(val);
+    if (ilp_cutoff_row(lp, sv->cutoff))
         return mpress_error_set(err, MPRESS_ESYSTEM, "out of memory");
-    }
-    for (int j = 1; j <= n; j++)
-        if (glp_get_obj_coef(lp, j) != 0) {
-            ind[++nz] = j;
-            val[nz] = glp_get_obj_coef(lp, j);
-        }
-    int r = glp_add_rows(lp, 1);
-    glp_set_row_name(lp, r, "cutoff");
-    glp_set_mat_row(lp, r, nz, ind, val);
-    glp_set_row_bnds(lp, r, GLP_UP, 0, sv->cutoff - glp_get_obj_coef(lp, 0));
-    free(ind);
-    free(val);
     glp_scale_prob(lp, GLP_SF_AUTO);
     int sret = ilp_root_relaxation(lp);
     stats->nodes = 0;
@@ -873,7 +835,7 @@ static int solve_cutoff(struct solve *sv, const struct mpress_topology *topo,
     stats->nodes = before + sv->cb.nodes;
     if (ret != 0 && ret != GLP_ETMLIM && ret != GLP_ESTOP && ret != GLP_EMIPGAP)
         return mpress_error_set(err, MPRESS_ESYSTEM, "GLPK glp_intopt failed (code %d)", ret);
-    int kind = cutoff_outcome(lp, ret, root_bound, sv->cb.bound, sv->cutoff, o->mip_gap,
+    int kind = ilp_cutoff_outcome(lp, ret, root_bound, sv->cb.bound, sv->cutoff, o->mip_gap,
                               &stats->bound);
     snprintf(stats->status, sizeof(stats->status), "%s", ilp_cut_status[kind]);
     return 0;
@@ -898,7 +860,7 @@ int ilp_cutoff_bb(glp_prob *lp, const struct inst *in, const unsigned char *firs
     if (ret != 0 && ret != GLP_ETMLIM && ret != GLP_ESTOP && ret != GLP_EMIPGAP)
         return -1;
     r->nodes = cb.nodes;
-    r->kind = cutoff_outcome(lp, ret, root_bound, cb.bound, cutoff, o->mip_gap, &r->bound);
+    r->kind = ilp_cutoff_outcome(lp, ret, root_bound, cb.bound, cutoff, o->mip_gap, &r->bound);
     return 0;
 }
 

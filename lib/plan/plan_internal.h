@@ -184,6 +184,9 @@ static inline int plan_same_class(const struct mpress_op *oa,
 /* Total saved tensors of a profile. */
 int plan_count_tensors(const struct mpress_profile *p);
 
+/* d made a copy of s (both initialised for the same profile: eval.c). */
+void plan_assignment_copy(struct mpress_assignment *d, const struct mpress_assignment *s);
+
 /* Cut candidates: cut_ok[i] = 1 when a stage may end after op i (always for the last op). */
 void plan_cut_points(const struct mpress_profile *p, enum mpress_cuts cuts, char *cut_ok);
 

@@ -88,14 +88,6 @@ static int exchange_gpus(struct mpress_assignment *a, int ga, int gb)
     return used;
 }
 
-/* d made a copy of s (both initialised for the same profile). */
-static void copy_assignment(struct mpress_assignment *d, const struct mpress_assignment *s)
-{
-    d->n_stages = s->n_stages;
-    memcpy(d->stages, s->stages, sizeof(d->stages));
-    memcpy(d->actions, s->actions, sizeof(*d->actions) * (size_t)d->n_actions);
-}
-
 /* a's D2D swaps whose peers an exchange of GPUs left without an NVLink to the tensor's stage,
  * turned into host swaps at the same ops: the bytes leave the stage's GPU as before, over PCIe
  * instead. Without it such an exchange is no plan; with it the default job's polished start
@@ -142,7 +134,7 @@ static int polish_mapping(const struct mpress_profile *p, const struct mpress_to
         double best = *best_s;
         for (int ga = 0; ga < G; ga++)
             for (int gb = ga + 1; gb < G; gb++) {
-                copy_assignment(&t, a);
+                plan_assignment_copy(&t, a);
                 if (!exchange_gpus(&t, ga, gb))
                     continue;
                 lost_peers_to_host(p, topo, &t);
@@ -215,7 +207,7 @@ static double descend_partition(const struct mpress_profile *p,
         double rb = best;
         for (int k = 0; k + 1 < a->n_stages; k++)
             for (int m = 0; m < (merges ? 3 : 2); m++) {
-                copy_assignment(t, a);
+                plan_assignment_copy(t, a);
                 if (m == 2)
                     merge_stages(t, k);
                 else if (!shift_boundary(cut_ok, t, k, m ? 1 : -1))
@@ -223,12 +215,12 @@ static double descend_partition(const struct mpress_profile *p,
                 double v = trial_time(p, topo, o, t);
                 if (v < rb * (1 - 1e-12)) {
                     rb = v;
-                    copy_assignment(bt, t);
+                    plan_assignment_copy(bt, t);
                 }
             }
         if (!(rb < best))
             break;
-        copy_assignment(a, bt);
+        plan_assignment_copy(a, bt);
         best = rb;
     }
     return best;
@@ -255,18 +247,18 @@ static int polish_partition(const struct mpress_profile *p, const struct mpress_
     for (int it = 0; it < 8; it++) {
         double rb = best;
         for (int k = 0; k + 1 < a->n_stages; k++) {
-            copy_assignment(&kick, a);
+            plan_assignment_copy(&kick, a);
             merge_stages(&kick, k);
             double v = descend_partition(p, topo, o, cut_ok, &kick,
                                          trial_time(p, topo, o, &kick), 0, &t, &bt);
             if (v < rb * (1 - 1e-12)) {
                 rb = v;
-                copy_assignment(&bk, &kick);
+                plan_assignment_copy(&bk, &kick);
             }
         }
         if (!(rb < best))
             break;
-        copy_assignment(a, &bk);
+        plan_assignment_copy(a, &bk);
         best = descend_partition(p, topo, o, cut_ok, a, rb, 1, &t, &bt);
     }
     *best_s = best;
@@ -325,7 +317,7 @@ static int warm_start(const struct mpress_profile *p, const struct mpress_topolo
     double start_s = bev[*warm].iteration_s;
     if (mpress_assignment_init(start, p, err))
         return MPRESS_ESYSTEM;
-    copy_assignment(start, b);
+    plan_assignment_copy(start, b);
     int rc = polish_mapping(p, topo, o, start, &start_s, err);
     if (rc)
         mpress_assignment_finish(start);
